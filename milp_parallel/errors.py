@@ -1,0 +1,106 @@
+"""Typed errors of milp_parallel.
+
+Every error the library raises on purpose derives from :class:`MilpParallelError`, so a
+script can catch them all with one ``except``; each subclass names one kind of problem, and
+each message says what was wrong, where, and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MilpParallelError",
+    "InvalidProblemError",
+    "InvalidGraphError",
+    "InvalidTopologyError",
+    "InvalidAssignmentError",
+    "FormatError",
+    "SolverError",
+    "SolverUnavailableError",
+    "ProblemTooLargeError",
+    "UnsupportedProblemError",
+    "InfeasibleError",
+    "CrossCheckError",
+    "UnknownNameError",
+]
+
+
+class MilpParallelError(Exception):
+    """Base class of every error raised by milp_parallel on purpose."""
+
+
+class InvalidProblemError(MilpParallelError, ValueError):
+    """A :class:`~milp_parallel.Problem` was given inconsistent or invalid tables."""
+
+
+class InvalidGraphError(MilpParallelError, ValueError):
+    """A layer graph is malformed: a cycle, an unknown op, a shape mismatch, ..."""
+
+
+class InvalidTopologyError(MilpParallelError, ValueError):
+    """A cluster description is malformed: non-positive bandwidth, memory, speed, ..."""
+
+
+class InvalidAssignmentError(MilpParallelError, ValueError):
+    """An assignment has the wrong length or a configuration index out of range."""
+
+
+class FormatError(MilpParallelError, ValueError):
+    """A file is not in the expected format (names the file and what is wrong)."""
+
+
+class UnknownNameError(MilpParallelError, KeyError):
+    """A model, cluster, solver or strategy name is not known (lists the known ones)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else ""
+
+
+class SolverError(MilpParallelError, RuntimeError):
+    """A solver failed in a way that is not the problem's fault."""
+
+
+class SolverUnavailableError(SolverError):
+    """The package behind a solver is not installed (names the package to install)."""
+
+
+class ProblemTooLargeError(MilpParallelError, ValueError):
+    """A solver refuses an instance beyond its size limit (says which limit and what to use)."""
+
+
+class UnsupportedProblemError(MilpParallelError, ValueError):
+    """A solver cannot handle a feature of this problem (e.g. a memory model)."""
+
+
+class InfeasibleError(MilpParallelError):
+    """No assignment satisfies the memory budget.
+
+    Attributes
+    ----------
+    least_memory_bytes : float or None
+        The least peak memory any assignment needs (on the binding device), when known.
+    budget_bytes : float or None
+        The budget that could not be met.
+    """
+
+    def __init__(self, message: str, *, least_memory_bytes=None, budget_bytes=None):
+        super().__init__(message)
+        self.least_memory_bytes = least_memory_bytes
+        self.budget_bytes = budget_bytes
+
+
+class CrossCheckError(MilpParallelError):
+    """A solver's optimum disagrees with the exact search's.
+
+    Attributes
+    ----------
+    solver_assignment, exact_assignment : numpy.ndarray
+    solver_objective, exact_objective : float
+    """
+
+    def __init__(self, message: str, *, solver_assignment=None, exact_assignment=None,
+                 solver_objective=None, exact_objective=None):
+        super().__init__(message)
+        self.solver_assignment = solver_assignment
+        self.exact_assignment = exact_assignment
+        self.solver_objective = solver_objective
+        self.exact_objective = exact_objective

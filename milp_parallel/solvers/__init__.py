@@ -1,0 +1,101 @@
+"""Solvers for :class:`~milp_parallel.Problem`, all behind :func:`solve_problem`.
+
+=========  ==========================================================================
+name       what it is
+=========  ==========================================================================
+``dp``     exact graph search: OptCNN's node/edge eliminations, then variable
+           elimination along a tree decomposition (:mod:`.dp`)
+``brute``  exhaustive enumeration, for tiny instances and tests (:mod:`.brute`)
+``cbc``    the MILP through PuLP's CBC (:mod:`.cbc`)
+``highs``  the MILP through highspy (:mod:`.highs`)
+``cpsat``  the MILP through OR-Tools CP-SAT (:mod:`.cpsat`)
+=========  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import SolverUnavailableError, UnknownNameError
+from ..problem import Problem
+from .base import Capabilities, Solver
+from .result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN, SolveResult
+
+__all__ = ["solve_problem", "get_solver", "solver_names", "available_solvers", "Solver",
+           "Capabilities", "SolveResult", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN",
+           "STATUSES"]
+
+#: Registry: solver name -> "module:ClassName" (imported lazily, so a missing optional
+#: package only matters when that solver is asked for).
+_BACKENDS = {
+    "dp": "milp_parallel.solvers.dp:DPSolver",
+    "brute": "milp_parallel.solvers.brute:BruteForceSolver",
+    "cbc": "milp_parallel.solvers.cbc:CBCSolver",
+    "highs": "milp_parallel.solvers.highs:HiGHSSolver",
+    "cpsat": "milp_parallel.solvers.cpsat:CPSATSolver",
+}
+
+
+def solver_names() -> tuple[str, ...]:
+    """Every registered solver name (available or not), plus ``"auto"``."""
+    return tuple(_BACKENDS) + ("auto",)
+
+
+def get_solver(name: str) -> Solver:
+    """The backend registered as ``name``.
+
+    Raises
+    ------
+    UnknownNameError
+        If no solver has that name (lists the known ones).
+    """
+    try:
+        spec = _BACKENDS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown solver {name!r}; known solvers: "
+                               f"{', '.join(solver_names())}") from None
+    module, cls = spec.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def available_solvers() -> tuple[str, ...]:
+    """Names of the solvers whose packages are installed."""
+    return tuple(n for n in _BACKENDS if get_solver(n).available())
+
+
+def solve_problem(problem: Problem, solver: str = "dp", **options: Any) -> SolveResult:
+    """Solve a :class:`~milp_parallel.Problem` with the named solver.
+
+    Parameters
+    ----------
+    problem : Problem
+    solver : str
+        A name from :func:`solver_names`; ``"auto"`` picks the best available backend for
+        this problem (see :func:`milp_parallel.solvers.auto.choose`).
+    **options
+        Passed to the backend: common ones are ``time_limit`` (seconds), ``threads``,
+        ``gap`` (relative, default 0: exact), ``verbose``, ``warm_start`` (an assignment).
+
+    Returns
+    -------
+    SolveResult
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown solver name.
+    SolverUnavailableError
+        If the solver's package is not installed (names the package to install).
+    """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"solve_problem expects a Problem, got {type(problem).__name__}")
+    if solver == "auto":
+        from .auto import choose
+        solver = choose(problem)
+    backend = get_solver(solver)
+    if not backend.available():
+        raise SolverUnavailableError(
+            f"solver {solver!r} needs the package {backend.package!r}: pip install "
+            f"{backend.package}")
+    return backend.solve(problem, **options)

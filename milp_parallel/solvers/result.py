@@ -1,0 +1,73 @@
+"""The one result type and status vocabulary every solver returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["SolveResult", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "STATUSES"]
+
+OPTIMAL = "optimal"        #: proved optimal (gap 0 within the solver's tolerance)
+FEASIBLE = "feasible"      #: a solution, not proved optimal; see bound and gap
+INFEASIBLE = "infeasible"  #: proved that no assignment satisfies the constraints
+UNKNOWN = "unknown"        #: no solution and no proof (e.g. a time limit hit first)
+STATUSES = (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """What a solver returns.
+
+    Attributes
+    ----------
+    assignment : numpy.ndarray or None
+        One configuration index per node (``None`` when no solution was found).
+    objective : float
+        The assignment's cost evaluated on the problem (``nan`` without a solution).
+    status : str
+        One of ``"optimal"``, ``"feasible"``, ``"infeasible"``, ``"unknown"``. ``"optimal"``
+        only when the solver proved it.
+    bound : float
+        A proved lower bound on the optimum (``-inf`` when none is known).
+    gap : float
+        Relative gap ``(objective - bound) / max(|objective|, tiny)``; 0 when optimal.
+    seconds : float
+        Wall-clock time of the solve.
+    solver : str
+        The solver's registry name.
+    stats : Mapping
+        Solver-specific statistics (eliminations, treewidth, nodes explored, ...).
+    """
+
+    assignment: np.ndarray | None
+    objective: float
+    status: str
+    bound: float
+    gap: float
+    seconds: float
+    solver: str
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def is_optimal(self) -> bool:
+        return self.status == OPTIMAL
+
+    def __repr__(self) -> str:
+        return (f"SolveResult(solver={self.solver!r}, status={self.status!r}, "
+                f"objective={self.objective:.6g}, bound={self.bound:.6g}, gap={self.gap:.3g}, "
+                f"seconds={self.seconds:.3f})")
+
+
+def relative_gap(objective: float, bound: float) -> float:
+    """``(objective - bound) / max(|objective|, 1e-12)``, 0 when both are equal."""
+    if not np.isfinite(objective):
+        return float("inf")
+    if not np.isfinite(bound):
+        return float("inf")
+    return max(0.0, (objective - bound) / max(abs(objective), 1e-12))
