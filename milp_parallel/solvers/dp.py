@@ -1,0 +1,808 @@
+"""Exact graph search: OptCNN's eliminations, then variable elimination, plus a memory budget.
+
+The search treats the problem graph as undirected (the table of edge ``(u, v)`` is
+``K_u x K_v``; it is transposed as needed) and works in two phases:
+
+1. **OptCNN's eliminations** (Jia et al., ICML 2018), repeated to a fixed point:
+
+   - *leaf elimination*: a node ``j`` with one neighbour ``i`` folds into it,
+     ``u'_i(c_i) = u_i(c_i) + min_cj [u_j(c_j) + t_ij(c_i, c_j)]`` (``O(C^2)``);
+   - *node elimination*: a node ``j`` with exactly two neighbours ``i, k`` becomes an edge,
+     ``t'(c_i, c_k) = min_cj [u_j(c_j) + t_ij(c_i, c_j) + t_jk(c_j, c_k)]``: one numpy
+     broadcast min over a ``(C_i, C_k, C_j)`` array, in row chunks for large ``C``
+     (``O(C^3)``);
+   - *edge elimination*: when that edge already exists, the two tables add (``O(C^2)``);
+   - an isolated node picks its cheapest configuration.
+
+   Chains, trees and series-parallel graphs (treewidth <= 2: AlexNet, VGG, ResNet,
+   Inception) reduce to nothing this way.
+
+2. **Variable elimination** (bucket elimination) on whatever is left, along an elimination
+   ordering chosen among networkx's treewidth heuristics (min-degree, min-fill-in: an
+   ordering is read off their tree decompositions) and a greedy min-weight ordering (least
+   table size first), keeping the ordering with the smallest largest table. Exact on every
+   graph; fast for small treewidth ``w``: ``O(n C^(w+1))``.
+
+Every step keeps an argmin table; undoing the steps in reverse order recovers every node's
+configuration.
+
+**Memory budgets.** Exact for the *all-live* model (no intervals; memory ``(K_v, D)`` per
+node, additive, one budget per device), by Lagrangian relaxation plus branch-and-bound: for
+multipliers ``lambda >= 0`` the DP minimises ``cost + lambda . memory``, which gives the lower
+bound ``L(lambda) = DP(lambda) - lambda . budget``; subgradient steps raise it; a node whose
+DP solution is within the budget gives an incumbent; subproblems branch on one node's
+configuration (forbid it / fix it) until every open bound meets the incumbent. The status is
+``optimal`` only when that proof completes. A budget that no assignment meets gives
+``infeasible``, with the least memory any assignment needs per device in the stats
+(``least_memory``, the same DP with memory as the cost). The *interval* memory model with a
+budget is not supported (:class:`~milp_parallel.errors.UnsupportedProblemError`: use a MILP
+solver); without a budget, memory plays no part and any model is fine.
+
+Public helpers: :func:`solve_unconstrained` (the fast path, no budget) and
+:func:`dp_lower_bound` (the Lagrangian bound and its assignment at given multipliers, for MILP
+presolve and warm starts).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import networkx as nx
+import numpy as np
+
+from ..errors import ProblemTooLargeError, UnsupportedProblemError
+from ..problem import MEMORY_RTOL, Problem
+from .base import Capabilities, Solver
+from .result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relative_gap
+
+__all__ = ["DPSolver", "solve_unconstrained", "dp_lower_bound", "LagrangianBound",
+           "DEFAULT_MAX_TABLE_SIZE"]
+
+logger = logging.getLogger(__name__)
+
+#: Default refusal threshold: entries of the largest variable-elimination table.
+DEFAULT_MAX_TABLE_SIZE = 5e7
+#: Entries per numpy temporary in node elimination (bounds memory: 8 bytes each).
+_CHUNK_ELEMS = 1 << 22
+_ORDERINGS = ("auto", "min_weight", "min_degree", "min_fill")
+_COMMON_OPTIONS = {"time_limit", "threads", "gap", "verbose", "warm_start"}
+
+
+# ====================================================================== the plan
+def _small_int_dtype(k: int) -> np.dtype:
+    if k <= 256:
+        return np.dtype(np.uint8)
+    if k <= 65536:
+        return np.dtype(np.uint16)
+    return np.dtype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The structure of one search: which step eliminates which node (values come later).
+
+    ``steps`` holds tuples: ``("iso", v)``, ``("leaf", v, w)``, ``("node", j, i, k,
+    merged)`` and ``("ve", x, rest)`` (``rest``: the other variables of ``x``'s bucket).
+    """
+
+    steps: tuple
+    n_leaf: int
+    n_node: int
+    n_edge: int
+    n_isolated: int
+    nodes_left: int
+    treewidth: int
+    largest_table: int
+    ordering: str
+
+    @property
+    def ve_vars(self) -> list:
+        """The variables left to variable elimination."""
+        return [s[1] for s in self.steps if s[0] == "ve"]
+
+
+def _ordering_from_decomposition(tree: nx.Graph, nodes) -> list:
+    """An elimination ordering read off a tree decomposition (post-order over the bags)."""
+    order: list = []
+    done: set = set()
+    if tree.number_of_nodes() == 0:
+        return list(nodes)
+    for comp in nx.connected_components(tree):
+        root = next(iter(comp))
+        parent = {root: None}
+        for a, b in nx.bfs_edges(tree, root):
+            parent[b] = a
+        for bag in reversed(list(nx.dfs_preorder_nodes(tree, root))):
+            keep = parent[bag] if parent[bag] is not None else frozenset()
+            for x in sorted(set(bag) - set(keep) - done):
+                order.append(x)
+                done.add(x)
+    order.extend(x for x in nodes if x not in done)
+    return order
+
+
+def _min_weight_ordering(adj: dict, k: np.ndarray) -> list:
+    """Greedy ordering: eliminate the variable whose bucket table is smallest (lazy heap)."""
+    adj = {v: set(ns) for v, ns in adj.items()}
+    logk = {v: math.log(float(k[v])) for v in adj}
+
+    def score(v):
+        return logk[v] + sum(logk[w] for w in adj[v])
+
+    heap = [(score(v), v) for v in adj]
+    heapq.heapify(heap)
+    current = {v: s for s, v in heap}
+    order = []
+    while heap:
+        s, v = heapq.heappop(heap)
+        if v not in adj or current.get(v) != s:
+            continue
+        order.append(v)
+        nbrs = adj.pop(v)
+        del current[v]
+        for a in nbrs:
+            adj[a].discard(v)
+            adj[a].update(b for b in nbrs if b != a)
+        for a in nbrs:
+            current[a] = score(a)
+            heapq.heappush(heap, (current[a], a))
+    return order
+
+
+def _simulate(adj: dict, order: list, k: np.ndarray) -> tuple[list, int, int, float]:
+    """Run an ordering on the graph: (steps, largest table, width, total table work)."""
+    adj = {v: set(ns) for v, ns in adj.items()}
+    steps = []
+    largest = 0
+    width = 0
+    total = 0.0
+    for x in order:
+        nbrs = adj.pop(x)
+        size = int(k[x]) * int(np.prod([int(k[w]) for w in nbrs], dtype=np.float64))
+        largest = max(largest, size)
+        width = max(width, len(nbrs))
+        total += size
+        for a in nbrs:
+            adj[a].discard(x)
+            adj[a].update(b for b in nbrs if b != a)
+        steps.append(("ve", x, tuple(sorted(nbrs))))
+    return steps, largest, width, total
+
+
+def _build_plan(n: int, k: np.ndarray, edges: np.ndarray, *, eliminations: bool = True,
+                ordering: str = "auto", max_table_size: float = DEFAULT_MAX_TABLE_SIZE
+                ) -> _Plan:
+    adj = [set() for _ in range(n)]
+    for u, v in edges:
+        adj[int(u)].add(int(v))
+        adj[int(v)].add(int(u))
+    alive = np.ones(n, dtype=bool)
+    steps: list = []
+    n_leaf = n_node = n_edge = n_iso = 0
+    if eliminations:
+        low = [v for v in range(n) if len(adj[v]) <= 1]     # leaves and isolated nodes first
+        two = [v for v in range(n) if len(adj[v]) == 2]
+        while low or two:
+            v = low.pop() if low else two.pop()
+            if not alive[v]:
+                continue
+            d = len(adj[v])
+            if d == 0:
+                steps.append(("iso", v))
+                n_iso += 1
+            elif d == 1:
+                (w,) = adj[v]
+                steps.append(("leaf", v, w))
+                adj[w].discard(v)
+                n_leaf += 1
+                if len(adj[w]) <= 1:
+                    low.append(w)
+                elif len(adj[w]) == 2:
+                    two.append(w)
+            elif d == 2:
+                i, kk = sorted(adj[v])
+                merged = kk in adj[i]
+                steps.append(("node", v, i, kk, merged))
+                adj[i].discard(v)
+                adj[kk].discard(v)
+                n_node += 1
+                if merged:
+                    n_edge += 1
+                else:
+                    adj[i].add(kk)
+                    adj[kk].add(i)
+                for w in (i, kk):
+                    if len(adj[w]) <= 1:
+                        low.append(w)
+                    elif len(adj[w]) == 2:
+                        two.append(w)
+            else:
+                continue
+            adj[v] = set()
+            alive[v] = False
+    left = [v for v in range(n) if alive[v]]
+    width1 = 2 if n_node else (1 if n_leaf else 0)
+    if not left:
+        return _Plan(tuple(steps), n_leaf, n_node, n_edge, n_iso, 0, width1, 0, "none")
+    radj = {v: set(adj[v]) for v in left}
+    if ordering not in _ORDERINGS:
+        raise ValueError(f"unknown ordering {ordering!r}; known: {_ORDERINGS}")
+    candidates = {}
+    names = ("min_weight", "min_degree", "min_fill") if ordering == "auto" else (ordering,)
+    g = None
+    for name in names:
+        if name == "min_weight":
+            order = _min_weight_ordering(radj, k)
+        else:
+            if name == "min_fill" and ordering == "auto" and len(left) > 1500:
+                continue                     # networkx's min-fill-in is slow on big graphs
+            if g is None:
+                g = nx.Graph()
+                g.add_nodes_from(left)
+                g.add_edges_from((a, b) for a in left for b in radj[a] if a < b)
+            fn = (nx.algorithms.approximation.treewidth_min_degree if name == "min_degree"
+                  else nx.algorithms.approximation.treewidth_min_fill_in)
+            _, tree = fn(g)
+            order = _ordering_from_decomposition(tree, left)
+        candidates[name] = _simulate(radj, order, k)
+    best = min(candidates, key=lambda nm: (candidates[nm][1], candidates[nm][3]))
+    vsteps, largest, width, _ = candidates[best]
+    if largest > max_table_size:
+        raise ProblemTooLargeError(
+            f"the dp search would need a table of {largest:.3g} entries (treewidth about "
+            f"{width} on the {len(left)} nodes left after OptCNN's eliminations, ordering "
+            f"{best!r}), above max_table_size={max_table_size:.3g}; use a MILP solver "
+            "(solver='highs', 'cbc' or 'cpsat') or raise max_table_size")
+    return _Plan(tuple(steps) + tuple(vsteps), n_leaf, n_node, n_edge, n_iso, len(left),
+                 max(width1, width), largest, best)
+
+
+# ====================================================================== execution
+def _minplus(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``m[i, k] = min_j a[i, j] + b[j, k]`` and its argmin, in row chunks."""
+    ci, cj = a.shape
+    ck = b.shape[1]
+    bt = np.ascontiguousarray(b.T)                            # (ck, cj)
+    m = np.empty((ci, ck))
+    arg = np.empty((ci, ck), dtype=_small_int_dtype(cj))
+    rows = max(1, _CHUNK_ELEMS // max(1, cj * ck))
+    for s in range(0, ci, rows):
+        t = a[s:s + rows, None, :] + bt[None, :, :]           # (r, ck, cj)
+        j = t.argmin(axis=2)
+        arg[s:s + rows] = j
+        m[s:s + rows] = np.take_along_axis(t, j[..., None], axis=2)[..., 0]
+    return m, arg
+
+
+def _align(scope: tuple, arr: np.ndarray, target: tuple) -> np.ndarray:
+    """View ``arr`` (axes in ``scope`` order) broadcastable against ``target``'s axes."""
+    pos = {v: i for i, v in enumerate(target)}
+    perm = sorted(range(len(scope)), key=lambda i: pos[scope[i]])
+    a = arr.transpose(perm) if perm != list(range(len(scope))) else arr
+    shape = [1] * len(target)
+    for i in perm:
+        shape[pos[scope[i]]] = arr.shape[i]
+    return a.reshape(shape)
+
+
+class _Engine:
+    """A plan plus the problem's edge tables; :meth:`run` solves for given node costs."""
+
+    def __init__(self, problem: Problem, *, eliminations: bool = True, ordering: str = "auto",
+                 max_table_size: float = DEFAULT_MAX_TABLE_SIZE):
+        self.n = problem.n_nodes
+        self.k = problem.n_configs
+        self.plan = _build_plan(self.n, self.k, problem.edges, eliminations=eliminations,
+                                ordering=ordering, max_table_size=max_table_size)
+        self.tables = self.edge_tables(problem.edge_costs, problem.edges)
+
+    @staticmethod
+    def edge_tables(edge_costs, edges) -> dict:
+        tabs = {}
+        for (u, v), t in zip(edges, edge_costs):
+            u, v = int(u), int(v)
+            tabs[(u, v) if u < v else (v, u)] = np.ascontiguousarray(t if u < v else t.T)
+        return tabs
+
+    def run(self, unary: Sequence[np.ndarray], tables: dict | None = None
+            ) -> tuple[float, np.ndarray]:
+        """Minimise ``sum_v unary[v][a_v] + sum_e t_e[a_u, a_v]``: (value, assignment)."""
+        un = list(unary)
+        tabs = dict(self.tables if tables is None else tables)
+
+        def get(a, b):
+            return tabs.pop((a, b)) if a < b else tabs.pop((b, a)).T
+
+        const = 0.0
+        records = []
+        factors: dict[int, tuple[tuple, np.ndarray]] = {}
+        by_var: dict[int, set] = {}
+        next_id = 0
+        in_ve = False
+        for step in self.plan.steps:
+            kind = step[0]
+            if kind == "iso":
+                v = step[1]
+                c = int(np.argmin(un[v]))
+                const += float(un[v][c])
+                records.append(c)
+            elif kind == "leaf":
+                v, w = step[1], step[2]
+                m = get(w, v) + un[v][None, :]                 # (K_w, K_v)
+                arg = m.argmin(axis=1)
+                un[w] = un[w] + m[np.arange(m.shape[0]), arg]
+                records.append(arg)
+            elif kind == "node":
+                j, i, kk, merged = step[1:]
+                m, arg = _minplus(get(i, j) + un[j][None, :], get(j, kk))
+                if merged:
+                    m = m + tabs.pop((i, kk))
+                tabs[(i, kk)] = m
+                records.append(arg)
+            else:                                              # "ve"
+                if not in_ve:                                  # hand the rest over as factors
+                    in_ve = True
+                    for v in self.plan.ve_vars:
+                        factors[next_id] = ((v,), un[v])
+                        by_var.setdefault(v, set()).add(next_id)
+                        next_id += 1
+                    for (a, b), t in tabs.items():
+                        factors[next_id] = ((a, b), t)
+                        by_var.setdefault(a, set()).add(next_id)
+                        by_var.setdefault(b, set()).add(next_id)
+                        next_id += 1
+                    tabs = {}
+                x, rest = step[1], step[2]
+                target = rest + (x,)
+                total = None
+                for fid in by_var.pop(x, set()):
+                    scope, arr = factors.pop(fid)
+                    for v in scope:
+                        if v != x:
+                            by_var[v].discard(fid)
+                    al = _align(scope, arr, target)
+                    total = al if total is None else total + al
+                shape = tuple(int(self.k[v]) for v in target)
+                total = np.broadcast_to(total, shape) if total is not None else np.zeros(shape)
+                arg = total.argmin(axis=-1)
+                m = np.take_along_axis(total, arg[..., None], axis=-1)[..., 0]
+                if rest:
+                    factors[next_id] = (rest, m)
+                    for v in rest:
+                        by_var[v].add(next_id)
+                    next_id += 1
+                else:
+                    const += float(m)
+                records.append(arg.astype(_small_int_dtype(int(self.k[x]))))
+        # Undo in reverse order.
+        a = np.zeros(self.n, dtype=np.int64)
+        for step, rec in zip(reversed(self.plan.steps), reversed(records)):
+            kind = step[0]
+            if kind == "iso":
+                a[step[1]] = rec
+            elif kind == "leaf":
+                a[step[1]] = rec[a[step[2]]]
+            elif kind == "node":
+                a[step[1]] = rec[a[step[2]], a[step[3]]]
+            else:
+                a[step[1]] = rec[tuple(a[v] for v in step[2])] if step[2] else rec
+        return const, a
+
+
+# ====================================================================== public helpers
+def _check_options(name: str, options: dict, own: set) -> None:
+    unknown = set(options) - own - _COMMON_OPTIONS
+    if unknown:
+        raise TypeError(f"{name}: unknown option(s) {sorted(unknown)}; known: "
+                        f"{sorted(own | _COMMON_OPTIONS)}")
+
+
+def solve_unconstrained(problem: Problem, *, eliminations: bool = True,
+                        ordering: str = "auto",
+                        max_table_size: float = DEFAULT_MAX_TABLE_SIZE
+                        ) -> tuple[np.ndarray, float]:
+    """The least-cost assignment, ignoring any memory budget (the fast path).
+
+    Parameters
+    ----------
+    problem : Problem
+    eliminations : bool
+        Use OptCNN's leaf/node/edge eliminations before variable elimination (default).
+        ``False`` runs variable elimination on the whole graph (same answer; for testing).
+    ordering : str
+        Variable elimination ordering: ``"auto"`` (the best of the others), ``"min_weight"``,
+        ``"min_degree"``, ``"min_fill"``.
+    max_table_size : float
+        Refuse when the largest elimination table would exceed this many entries.
+
+    Returns
+    -------
+    assignment : numpy.ndarray
+        One configuration index per node.
+    cost : float
+        Its cost (``inf`` when every assignment makes a forbidden choice).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        If the graph's treewidth makes the tables too large (names the treewidth and size).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from milp_parallel import Problem
+    >>> p = Problem([np.array([1.0, 2.0]), np.array([3.0, 0.5])], [(0, 1)],
+    ...             [np.array([[0.0, 4.0], [4.0, 0.0]])])
+    >>> a, cost = solve_unconstrained(p)
+    >>> a.tolist(), cost
+    ([1, 1], 2.5)
+    """
+    eng = _Engine(problem, eliminations=eliminations, ordering=ordering,
+                  max_table_size=max_table_size)
+    _, a = eng.run(problem.node_costs)
+    return a, problem.evaluate(a).cost
+
+
+@dataclass(frozen=True)
+class LagrangianBound:
+    """The DP's answer at given memory multipliers.
+
+    Attributes
+    ----------
+    bound : float
+        ``L(lambda) = min_a [cost(a) + lambda . memory(a)] - lambda . budget``, a lower bound
+        on the optimum under the budget (``inf``: every assignment is forbidden).
+    assignment : numpy.ndarray
+        The minimiser of the relaxed problem.
+    objective : float
+        Its true cost.
+    memory : numpy.ndarray or None
+        Its memory per device (all-live sum), ``None`` without memory tables.
+    feasible : bool
+        Whether it meets the budget (then it is a valid warm start, and optimal when
+        ``objective`` equals ``bound`` within tolerance).
+    """
+
+    bound: float
+    assignment: np.ndarray
+    objective: float
+    memory: np.ndarray | None
+    feasible: bool
+
+
+def _memory_of(problem: Problem, a: np.ndarray) -> np.ndarray:
+    return np.sum([problem.memory[v][a[v]] for v in range(problem.n_nodes)], axis=0)
+
+
+def dp_lower_bound(problem: Problem, multipliers: float | Sequence[float] | None = None, *,
+                   eliminations: bool = True, max_table_size: float = DEFAULT_MAX_TABLE_SIZE
+                   ) -> LagrangianBound:
+    """The Lagrangian lower bound of the all-live memory budget at ``multipliers``.
+
+    Minimises ``cost(a) + lambda . memory(a)`` exactly with the DP. For any
+    ``lambda >= 0`` the result's ``bound`` is a valid lower bound on the optimum under the
+    budget (use it in a MILP presolve or to judge a gap); the assignment is a warm start when
+    ``feasible``. Without a budget, ``lambda`` is ignored and the bound is the optimum.
+
+    Parameters
+    ----------
+    problem : Problem
+        All-live memory model (intervals are refused when a budget is set).
+    multipliers : float or sequence of float, optional
+        ``lambda``, one per device (or one for all), in cost units per memory unit; >= 0.
+        Default 0.
+    eliminations, max_table_size
+        As in :func:`solve_unconstrained`.
+
+    Returns
+    -------
+    LagrangianBound
+
+    Raises
+    ------
+    UnsupportedProblemError
+        For the interval memory model with a budget.
+    ValueError
+        For a negative multiplier or a wrong count.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from milp_parallel import Problem
+    >>> p = Problem([np.array([1.0, 5.0]), np.array([1.0, 5.0])], [(0, 1)],
+    ...             [np.zeros((2, 2))], memory=[np.array([4.0, 1.0])] * 2, memory_limit=5)
+    >>> r = dp_lower_bound(p, 2.0)
+    >>> r.bound, r.feasible
+    (6.0, True)
+    """
+    if problem.has_budget and problem.intervals is not None:
+        raise UnsupportedProblemError(_INTERVAL_MSG)
+    eng = _Engine(problem, eliminations=eliminations, max_table_size=max_table_size)
+    if not problem.has_budget:
+        val, a = eng.run(problem.node_costs)
+        mem = _memory_of(problem, a) if problem.memory is not None else None
+        return LagrangianBound(val, a, problem.evaluate(a).cost, mem, math.isfinite(val))
+    d = problem.n_devices
+    lam = np.zeros(d) if multipliers is None else np.broadcast_to(
+        np.asarray(multipliers, dtype=np.float64), (d,)).copy()
+    if np.any(lam < 0) or not np.all(np.isfinite(lam)):
+        raise ValueError(f"multipliers must be finite and >= 0, got {lam}")
+    budget = problem.memory_limit * (1 + MEMORY_RTOL)
+    val, a = eng.run([c + m @ lam for c, m in zip(problem.node_costs, problem.memory)])
+    mem = _memory_of(problem, a)
+    ev = problem.evaluate(a)
+    return LagrangianBound(val - float(lam @ budget), a, ev.cost, mem, ev.feasible)
+
+
+_INTERVAL_MSG = ("the dp solver is exact for the all-live memory model only; this problem "
+                 "has liveness intervals and a memory budget: use a MILP solver "
+                 "(solver='highs', 'cbc' or 'cpsat'), or drop the budget with "
+                 "problem.with_memory_limit(None)")
+
+
+# ====================================================================== budget search
+class _BudgetSearch:
+    """Lagrangian relaxation + best-first branch-and-bound for the all-live budget."""
+
+    def __init__(self, problem: Problem, eng: _Engine, *, gap: float, time_limit, t0: float,
+                 max_branch_nodes: int, root_iterations: int, node_iterations: int):
+        self.p = problem
+        self.eng = eng
+        self.gap = gap
+        self.deadline = None if time_limit is None else t0 + float(time_limit)
+        self.max_branch_nodes = max_branch_nodes
+        self.root_iterations = root_iterations
+        self.node_iterations = node_iterations
+        self.budget = problem.memory_limit * (1 + MEMORY_RTOL)
+        self.mem = problem.memory
+        self.cost = problem.node_costs
+        self.best_a: np.ndarray | None = None
+        self.best_f = math.inf
+        self.dp_runs = 0
+        self.lagrangian_iterations = 0
+
+    def least_memory(self) -> tuple[np.ndarray, list]:
+        """Least memory per device among assignments of finite cost, and the minimisers."""
+        tabs = {key: np.where(np.isfinite(t), 0.0, np.inf) for key, t in self.eng.tables.items()}
+        least, argmins = [], []
+        for d in range(self.p.n_devices):
+            un = [np.where(np.isfinite(c), m[:, d], np.inf) for c, m in zip(self.cost, self.mem)]
+            val, a = self.eng.run(un, tabs)
+            self.dp_runs += 1
+            least.append(val)
+            argmins.append(a)
+        return np.array(least), argmins
+
+    def offer(self, a: np.ndarray) -> None:
+        ev = self.p.evaluate(a)
+        if ev.feasible and ev.cost < self.best_f:
+            self.best_f, self.best_a = ev.cost, a.copy()
+
+    def tol(self) -> float:
+        return 1e-10 * abs(self.best_f) if math.isfinite(self.best_f) else 0.0
+
+    def prune_level(self) -> float:
+        if not math.isfinite(self.best_f):
+            return math.inf
+        return self.best_f - self.tol() - self.gap * abs(self.best_f)
+
+    def evaluate(self, allowed: list, lam: np.ndarray, iterations: int):
+        """Subgradient ascent at one B&B node: (best bound, its lambda, its assignment)."""
+        best = (-math.inf, lam, None)
+        theta = 1.0
+        stall = 0
+        for _ in range(max(1, iterations)):
+            un = [np.where(al, c + m @ lam, np.inf)
+                  for al, c, m in zip(allowed, self.cost, self.mem)]
+            val, a = self.eng.run(un)
+            self.dp_runs += 1
+            self.lagrangian_iterations += 1
+            if not math.isfinite(val):
+                return math.inf, lam, None                    # nothing allowed is finite
+            bound = val - float(lam @ self.budget)
+            g = _memory_of(self.p, a) - self.budget
+            self.offer(a)
+            if bound > best[0]:
+                best = (bound, lam, a)
+                stall = 0
+            else:
+                stall += 1
+                if stall >= 2:
+                    theta /= 2
+                    stall = 0
+            if bound >= self.prune_level():
+                break
+            if np.all(g <= 0):
+                # Feasible: optimal for this node when complementary slackness holds.
+                f = self.p.evaluate(a).cost
+                if f - bound <= self.tol() or np.all(lam * g == 0):
+                    return max(best[0], f if np.all(lam * g == 0) else bound), lam, a
+            target = self.best_f if math.isfinite(self.best_f) else (
+                bound + max(1.0, abs(bound)) * 0.1)
+            gg = g.copy()
+            gg[(lam <= 0) & (gg < 0)] = 0.0                    # projected direction
+            norm = float(gg @ gg)
+            if norm == 0:
+                break
+            lam = np.maximum(0.0, lam + theta * max(target - bound, 1e-12 * abs(target)) /
+                             norm * gg)
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                break
+        return best
+
+    def branch_var(self, allowed: list, lam: np.ndarray, a: np.ndarray) -> int:
+        best_v, best_s = -1, -1.0
+        for v, al in enumerate(allowed):
+            if al.sum() <= 1:
+                continue
+            m = self.mem[v]
+            excess = m[a[v]] - m[al].min(axis=0)
+            s = float(excess @ (lam + 1e-300)) + 1e-300 * float(excess.sum())
+            if s > best_s:
+                best_v, best_s = v, s
+        return best_v
+
+    def run(self, allowed0: list) -> tuple[str, float, int]:
+        """Returns (status, bound, branch nodes)."""
+        d = self.p.n_devices
+        lam0 = np.zeros(d)
+        heap = [(-math.inf, 0, (), lam0)]                     # (parent bound, id, constraints)
+        counter = 1
+        n_nodes = 0
+        lowest_pruned = math.inf
+        while heap:
+            pb, _, cons, lam = heapq.heappop(heap)
+            if pb >= self.prune_level():
+                lowest_pruned = min(lowest_pruned, pb)
+                continue
+            if n_nodes >= self.max_branch_nodes or (
+                    self.deadline is not None and time.perf_counter() > self.deadline):
+                heapq.heappush(heap, (pb, 0, cons, lam))
+                bound = min(min(h[0] for h in heap), lowest_pruned, self.best_f)
+                return (FEASIBLE if self.best_a is not None else UNKNOWN), bound, n_nodes
+            n_nodes += 1
+            allowed = [al.copy() for al in allowed0]
+            for v, c, fix in cons:
+                if fix:
+                    keep = allowed[v][c]
+                    allowed[v][:] = False
+                    allowed[v][c] = keep
+                else:
+                    allowed[v][c] = False
+            iters = self.root_iterations if n_nodes == 1 else self.node_iterations
+            bound, lam, a = self.evaluate(allowed, lam, iters)
+            bound = max(bound, pb)
+            if a is None or bound >= self.prune_level():
+                if math.isfinite(bound):
+                    lowest_pruned = min(lowest_pruned, bound)
+                continue
+            v = self.branch_var(allowed, lam, a)
+            if v < 0:
+                continue                                       # a single assignment: offered
+            c = int(a[v])
+            for fix in (False, True):
+                heapq.heappush(heap, (bound, counter, cons + ((v, c, fix),), lam))
+                counter += 1
+        if self.best_a is None:
+            return INFEASIBLE, math.inf, n_nodes
+        bound = min(lowest_pruned, self.best_f)
+        if self.gap == 0 or self.best_f - bound <= self.tol():
+            return OPTIMAL, self.best_f, n_nodes
+        return FEASIBLE, bound, n_nodes
+
+
+# ====================================================================== the backend
+class DPSolver(Solver):
+    """Exact graph search (registry name ``"dp"``); see the module docstring.
+
+    Exact for: no memory, memory without a budget (any model), and the all-live memory model
+    with a budget (any number of devices). Not for intervals with a budget.
+
+    Options
+    -------
+    eliminations : bool
+        OptCNN's leaf/node/edge eliminations before variable elimination (default ``True``).
+    ordering : str
+        ``"auto"`` (default), ``"min_weight"``, ``"min_degree"``, ``"min_fill"``.
+    max_table_size : float
+        Largest variable-elimination table allowed (default ``5e7`` entries).
+    time_limit : float
+        Seconds for the budget search (returns ``feasible``/``unknown`` when it runs out).
+    gap : float
+        Relative gap at which the budget search may stop (default 0: prove optimality).
+    max_branch_nodes : int
+        Branch-and-bound node limit (default 200000).
+    root_iterations, node_iterations : int
+        Subgradient iterations at the root (default 60) and at other nodes (default 8).
+
+    ``threads``, ``verbose`` and ``warm_start`` are accepted and ignored (``warm_start`` would
+    not speed up an exact DP).
+    """
+
+    name = "dp"
+    package = None
+    module = None
+    capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=False,
+                                time_limit=True)
+
+    def solve(self, problem: Problem, **options: Any) -> SolveResult:
+        """Solve exactly.
+
+        Returns
+        -------
+        SolveResult
+            ``stats``: ``leaf_eliminations``, ``node_eliminations``, ``edge_eliminations``,
+            ``isolated``, ``nodes_left``, ``treewidth``, ``largest_table``, ``ordering``,
+            and with a budget ``dp_runs``, ``lagrangian_iterations``, ``branch_nodes``,
+            ``least_memory`` (per device).
+
+        Raises
+        ------
+        ProblemTooLargeError
+            If the largest table exceeds ``max_table_size``.
+        UnsupportedProblemError
+            For intervals with a budget.
+        """
+        own = {"eliminations", "ordering", "max_table_size", "max_branch_nodes",
+               "root_iterations", "node_iterations"}
+        _check_options("dp", options, own)
+        t0 = time.perf_counter()
+        if problem.has_budget and problem.intervals is not None:
+            raise UnsupportedProblemError(_INTERVAL_MSG)
+        eng = _Engine(problem, eliminations=options.get("eliminations", True),
+                      ordering=options.get("ordering") or "auto",
+                      max_table_size=options.get("max_table_size") or DEFAULT_MAX_TABLE_SIZE)
+        pl = eng.plan
+        stats: dict[str, Any] = {
+            "leaf_eliminations": pl.n_leaf, "node_eliminations": pl.n_node,
+            "edge_eliminations": pl.n_edge, "isolated": pl.n_isolated,
+            "nodes_left": pl.nodes_left, "treewidth": pl.treewidth,
+            "largest_table": pl.largest_table, "ordering": pl.ordering}
+
+        def done(status, a, bound):
+            objective = problem.evaluate(a).cost if a is not None else math.nan
+            if status == OPTIMAL:
+                bound, gap = objective, 0.0
+            elif a is None:
+                gap = math.inf
+            else:
+                gap = relative_gap(objective, bound)
+            return SolveResult(assignment=a, objective=objective, status=status, bound=bound,
+                               gap=gap, seconds=time.perf_counter() - t0, solver="dp",
+                               stats=stats)
+
+        if not problem.has_budget:
+            val, a = eng.run(problem.node_costs)
+            if not math.isfinite(val):
+                return done(INFEASIBLE, None, math.inf)
+            return done(OPTIMAL, a, val)
+
+        search = _BudgetSearch(
+            problem, eng, gap=float(options.get("gap") or 0.0),
+            time_limit=options.get("time_limit"), t0=t0,
+            max_branch_nodes=int(options.get("max_branch_nodes") or 200_000),
+            root_iterations=int(options.get("root_iterations") or 60),
+            node_iterations=int(options.get("node_iterations") or 8))
+        least, argmins = search.least_memory()
+        stats["least_memory"] = least
+        budget = search.budget
+        if not np.all(np.isfinite(least)) or np.any(least > budget):
+            stats.update(dp_runs=search.dp_runs, lagrangian_iterations=0, branch_nodes=0)
+            return done(INFEASIBLE, None, math.inf)
+        for a in argmins:
+            search.offer(a)                # D == 1: the least-memory assignment is feasible
+        # Drop configurations that cannot fit even with every other node at its least memory.
+        mins = [np.where(np.isfinite(c)[:, None], m, np.inf).min(axis=0)
+                for c, m in zip(problem.node_costs, problem.memory)]
+        total_min = np.sum(mins, axis=0)
+        allowed0 = [np.isfinite(c) & np.all(m + (total_min - mv) <= budget, axis=1)
+                    for c, m, mv in zip(problem.node_costs, problem.memory, mins)]
+        status, bound, n_bb = search.run(allowed0)
+        stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
+                     branch_nodes=n_bb)
+        return done(status, search.best_a, bound)
