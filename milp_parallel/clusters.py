@@ -1,0 +1,237 @@
+"""Cluster presets: public figures for the machines the papers (and people) use.
+
+Every preset is a :class:`~milp_parallel.topology.Topology` of ``nodes`` nodes, each of
+``gpus_per_node`` GPUs on an intra-node fabric, nodes joined by InfiniBand (one NIC per GPU,
+so the inter-node level's bandwidth is one NIC's). Bandwidths are **per direction**.
+
+Speeds: unless a preset says otherwise, ``efficiency`` is :data:`DEFAULT_EFFICIENCY` = 0.5.
+The evidence: ParaDL's ABCI platform file uses 7.8 TFLOP/s for a V100 whose fp32 peak is
+15.7 TFLOP/s (SXM2), i.e. about half of the peak, and that constant reproduces its measured
+compute times. ``precision="bf16"`` uses the dense tensor-core bf16 peak (pair it with
+``CostModel(bytes_per_element=2)``).
+
+Latencies: NCCL-level per-message latencies are not on spec sheets; presets reuse ParaDL's
+ABCI calibration (9 us for NVLink, about 40 us for InfiniBand), which includes software
+overhead. Override them with a custom JSON cluster (:func:`load`) when you have measurements.
+
+Memory: the spec-sheet figure in decimal bytes (16 GB = 16e9), slightly below the real
+capacity (which is in GiB) to leave room for the framework's workspace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable
+
+from .errors import InvalidTopologyError, UnknownNameError
+from .topology import Device, Level, Topology
+
+__all__ = ["get", "names", "describe", "load", "DEFAULT_EFFICIENCY",
+           "optcnn", "abci", "dgx_a100", "dgx_h100", "dgx_h200", "pcie_box"]
+
+#: Fraction of the peak FLOP/s reached on real layers (see the module docstring).
+DEFAULT_EFFICIENCY = 0.5
+
+#: ParaDL's calibrated per-message latencies on ABCI (DESIGN.md section 6), seconds.
+NVLINK_LATENCY_S = 9e-6
+IB_LATENCY_S = 40.31e-6
+
+_PRECISIONS = ("fp32", "bf16")
+
+
+def _peak(precision: str, fp32: float, bf16: float, preset: str) -> float:
+    if precision == "fp32":
+        return fp32
+    if precision == "bf16":
+        return bf16
+    raise UnknownNameError(f"cluster {preset!r}: unknown precision {precision!r}; known: "
+                           f"{', '.join(_PRECISIONS)}")
+
+
+def _check_counts(preset: str, nodes: int, gpus_per_node: int, max_gpus: int) -> None:
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        raise InvalidTopologyError(f"cluster {preset!r}: nodes must be a positive integer, "
+                                   f"got {nodes!r}")
+    if (not isinstance(gpus_per_node, int) or isinstance(gpus_per_node, bool)
+            or not 1 <= gpus_per_node <= max_gpus):
+        raise InvalidTopologyError(f"cluster {preset!r}: gpus_per_node must be an integer in "
+                                   f"1..{max_gpus}, got {gpus_per_node!r}")
+
+
+def _build(preset: str, device: Device, nodes: int, gpus_per_node: int, intra: Level,
+           inter: Level) -> Topology:
+    levels = [Level(intra.name, gpus_per_node, intra.bandwidth_bytes_per_s, intra.latency_s,
+                    intra.latency_steps)]
+    if nodes > 1:
+        levels.append(Level(inter.name, nodes, inter.bandwidth_bytes_per_s, inter.latency_s,
+                            inter.latency_steps))
+    return Topology(device, tuple(levels), preset)
+
+
+def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, precision: str = "fp32") -> Topology:
+    """OptCNN's cluster: nodes of 4 Tesla P100 (16 GB), NVLink inside, 100 Gb/s EDR IB between.
+
+    Sources: Jia et al., *Exploring Hidden Dimensions in Parallelizing CNNs*, ICML 2018,
+    section 6 ("four NVIDIA Tesla P100 GPUs" per node, "connected by NVLink", nodes "over
+    100Gb/s EDR Infiniband"; up to 4 nodes). NVIDIA Tesla P100 datasheet: SXM2 (the NVLink
+    part) 10.6 TFLOP/s fp32, 21.2 TFLOP/s fp16; 16 GB HBM2. NVLink 1.0: 20 GB/s per
+    direction per link; in a DGX-1-style quad every GPU pair has one link, so 20 GB/s per
+    direction between two GPUs (40 GB/s bidirectional; we use the per-direction figure). EDR
+    InfiniBand: 100 Gb/s = 12.5 GB/s. ``precision="bf16"`` (P100 has no bf16) uses the fp16
+    peak.
+    """
+    _check_counts("optcnn", nodes, gpus_per_node, 8)
+    peak = _peak(precision, 10.6e12, 21.2e12, "optcnn")
+    dev = Device("P100-16GB", 16e9, peak, DEFAULT_EFFICIENCY)
+    return _build("optcnn", dev, nodes, gpus_per_node,
+                  Level("nvlink", 1, 20e9, NVLINK_LATENCY_S),
+                  Level("infiniband-edr", 1, 12.5e9, IB_LATENCY_S))
+
+
+def abci(nodes: int = 4, gpus_per_node: int = 4, *, precision: str = "fp32") -> Topology:
+    """ABCI as ParaDL models it: 4 x V100-16GB per node, NVLink 50 GB/s, InfiniBand 12.5 GB/s.
+
+    Sources: ParaDL (Kahira et al., HPDC 2021) platform file ``ABCI.plat``: 16e9 bytes and
+    7.8e12 FLOP/s per GPU (its measured speed, so ``efficiency`` is 1.0 here), 12.5e9 B/s
+    between nodes, 4 GPUs per node; the latencies that reproduce its ``ranking_*`` logs
+    (DESIGN.md section 6): NVLink alpha 9 us; InfiniBand alpha 40.31 us for rings of at most
+    68 GPUs, 40.49 us up to 136, 40.98 us beyond (``Level.latency_steps``).
+    ``precision="bf16"`` uses V100's 125 TFLOP/s fp16 tensor-core peak times 0.5.
+    """
+    _check_counts("abci", nodes, gpus_per_node, 4)
+    if precision == "fp32":
+        dev = Device("V100-16GB", 16e9, 7.8e12, 1.0)
+    else:
+        dev = Device("V100-16GB", 16e9, _peak(precision, 15.7e12, 125e12, "abci"),
+                     DEFAULT_EFFICIENCY)
+    return _build("abci", dev, nodes, gpus_per_node,
+                  Level("nvlink", 1, 50e9, NVLINK_LATENCY_S),
+                  Level("infiniband", 1, 12.5e9, 40.98e-6,
+                        ((68, 40.31e-6), (136, 40.49e-6))))
+
+
+def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "fp32") -> Topology:
+    """DGX A100 (80 GB): 8 x A100-SXM4-80GB on NVSwitch, 8 x 200 Gb/s HDR InfiniBand per node.
+
+    Sources: NVIDIA A100 datasheet: 19.5 TFLOP/s fp32, 312 TFLOP/s bf16 dense (624 with
+    sparsity), 80 GB HBM2e, third-generation NVLink 600 GB/s per GPU total = 300 GB/s per
+    direction. DGX A100 datasheet: 8 single-port ConnectX-6 200 Gb/s HDR, one per GPU =
+    25 GB/s per GPU per direction.
+    """
+    _check_counts("dgx_a100", nodes, gpus_per_node, 8)
+    dev = Device("A100-80GB", 80e9, _peak(precision, 19.5e12, 312e12, "dgx_a100"),
+                 DEFAULT_EFFICIENCY)
+    return _build("dgx_a100", dev, nodes, gpus_per_node,
+                  Level("nvswitch", 1, 300e9, NVLINK_LATENCY_S),
+                  Level("infiniband-hdr", 1, 25e9, IB_LATENCY_S))
+
+
+def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "fp32") -> Topology:
+    """DGX H100: 8 x H100-SXM5-80GB on NVSwitch, 8 x 400 Gb/s NDR InfiniBand per node.
+
+    Sources: NVIDIA H100 datasheet (SXM): 67 TFLOP/s fp32, 989 TFLOP/s bf16 dense (1979 with
+    sparsity), 80 GB HBM3, fourth-generation NVLink 900 GB/s per GPU total = 450 GB/s per
+    direction. DGX H100 datasheet: 8 x ConnectX-7 400 Gb/s NDR = 50 GB/s per GPU.
+    """
+    _check_counts("dgx_h100", nodes, gpus_per_node, 8)
+    dev = Device("H100-80GB", 80e9, _peak(precision, 67e12, 989e12, "dgx_h100"),
+                 DEFAULT_EFFICIENCY)
+    return _build("dgx_h100", dev, nodes, gpus_per_node,
+                  Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
+                  Level("infiniband-ndr", 1, 50e9, IB_LATENCY_S))
+
+
+def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "fp32") -> Topology:
+    """DGX H200: as :func:`dgx_h100` with 141 GB HBM3e per GPU.
+
+    Sources: NVIDIA H200 datasheet (SXM): 67 TFLOP/s fp32, 989 TFLOP/s bf16 dense, 141 GB
+    HBM3e, NVLink 900 GB/s per GPU total; DGX H200: 8 x 400 Gb/s NDR.
+    """
+    _check_counts("dgx_h200", nodes, gpus_per_node, 8)
+    dev = Device("H200-141GB", 141e9, _peak(precision, 67e12, 989e12, "dgx_h200"),
+                 DEFAULT_EFFICIENCY)
+    return _build("dgx_h200", dev, nodes, gpus_per_node,
+                  Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
+                  Level("infiniband-ndr", 1, 50e9, IB_LATENCY_S))
+
+
+def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, precision: str = "fp32") -> Topology:
+    """A workstation: A100-40GB PCIe cards talking over PCIe 4.0 x16 (no NVLink).
+
+    Sources: NVIDIA A100 PCIe datasheet: 19.5 TFLOP/s fp32, 312 TFLOP/s bf16 dense, 40 GB.
+    PCIe 4.0 x16: 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s per direction; we use 25 GB/s,
+    what peer-to-peer copies reach in practice (through the root complex). Latency 10 us.
+    With ``nodes > 1`` the boxes are joined by 100 Gb/s (12.5 GB/s) Ethernet/IB.
+    """
+    _check_counts("pcie_box", nodes, gpus_per_node, 8)
+    dev = Device("A100-40GB-PCIe", 40e9, _peak(precision, 19.5e12, 312e12, "pcie_box"),
+                 DEFAULT_EFFICIENCY)
+    return _build("pcie_box", dev, nodes, gpus_per_node,
+                  Level("pcie4", 1, 25e9, 10e-6),
+                  Level("network-100g", 1, 12.5e9, IB_LATENCY_S))
+
+
+_PRESETS: MappingProxyType[str, Callable[..., Topology]] = MappingProxyType({
+    "optcnn": optcnn, "abci": abci, "dgx_a100": dgx_a100, "dgx_h100": dgx_h100,
+    "dgx_h200": dgx_h200, "pcie_box": pcie_box})
+
+
+def names() -> tuple[str, ...]:
+    """The preset names, sorted."""
+    return tuple(sorted(_PRESETS))
+
+
+def get(name: str, nodes: int | None = None, *, gpus_per_node: int | None = None,
+        precision: str = "fp32") -> Topology:
+    """A preset cluster by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`names`.
+    nodes : int, optional
+        Number of nodes (the preset's default when omitted: 4 for optcnn and abci, 1 else).
+    gpus_per_node : int, optional
+        GPUs per node (the preset's default when omitted).
+    precision : {"fp32", "bf16"}
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown name (the message lists the known ones).
+    InvalidTopologyError
+        For a non-positive node count or too many GPUs per node.
+
+    Examples
+    --------
+    >>> get("abci", nodes=2).n_devices
+    8
+    """
+    try:
+        builder = _PRESETS[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(f"unknown cluster {name!r}; known clusters: "
+                               f"{', '.join(names())} (or a JSON file via clusters.load)"
+                               ) from None
+    kw: dict = {"precision": precision}
+    if nodes is not None:
+        kw["nodes"] = nodes
+    if gpus_per_node is not None:
+        kw["gpus_per_node"] = gpus_per_node
+    return builder(**kw)
+
+
+def describe() -> list[str]:
+    """One line per preset (name, default shape, device, links), for the CLI."""
+    lines = []
+    for n in names():
+        t = get(n)
+        first = (_PRESETS[n].__doc__ or "").strip().splitlines()[0]
+        lines.append(f"{n:10s} {t!r}  -- {first}")
+    return lines
+
+
+def load(path: str | Path) -> Topology:
+    """A custom cluster from a JSON file written by :meth:`Topology.save`."""
+    return Topology.load(path)

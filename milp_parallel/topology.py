@@ -1,0 +1,452 @@
+"""Devices, the hierarchy of links between them, and the cost of collectives.
+
+A :class:`Topology` is ``n`` identical devices (:class:`Device`) joined by a hierarchy of
+:class:`Level` s, innermost first: ``[Level("nvlink", 4, ...), Level("infiniband", 4, ...)]``
+is 4 nodes of 4 GPUs. Device ``i`` sits at mixed-radix digits ``(i % f0, (i // f0) % f1,
+...)``, so consecutive devices fill the innermost level first (devices 0..3 are node 0).
+
+Two devices talk over the level of their lowest common ancestor: devices 1 and 2 above over
+NVLink, devices 3 and 4 over InfiniBand. Levels are expected to get slower outward; a
+collective over a set of devices is charged on the slowest level its ring crosses.
+
+Collective conventions (``m`` = the **total** bytes, ``r`` devices, ``alpha`` the latency and
+``beta = 1 / bandwidth`` of the slowest link the ring crosses):
+
+- ring all-reduce of an ``m``-byte buffer held by every device: ``2 (r - 1) (alpha + (m / r)
+  beta)`` (reduce-scatter then all-gather, ``r - 1`` steps each);
+- ring all-gather of an ``m``-byte result (each device contributes ``m / r``): ``(r - 1)
+  (alpha + (m / r) beta)``. ParaDL writes this ``(p - 1)(alpha + m' beta)`` with ``m'`` the
+  per-device piece; it is the same number.
+
+A level's latency may depend on the number of devices in the ring (``latency_steps``), which
+models ParaDL's ABCI calibration (the InfiniBand alpha grows with the job size).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import FormatError, InvalidTopologyError
+
+__all__ = ["Device", "Level", "Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_FORMAT_VERSION"]
+
+TOPOLOGY_FORMAT = "milp_parallel.topology"
+TOPOLOGY_FORMAT_VERSION = 1
+
+
+def _positive(value: Any, what: str, *, integer: bool = False) -> None:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok and integer:
+        ok = float(value) == int(value)
+    if not ok or not math.isfinite(float(value)) or value <= 0:
+        kind = "a positive integer" if integer else "a positive finite number"
+        raise InvalidTopologyError(f"{what} must be {kind}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator.
+
+    Parameters
+    ----------
+    name : str
+        E.g. ``"V100-16GB"``.
+    memory_bytes : float
+        Memory available to training, in bytes.
+    peak_flops : float
+        Peak FLOP/s for the precision the cost model assumes.
+    efficiency : float, default 1.0
+        Fraction of the peak reached on real layers, in ``(0, 1]``.
+
+    Raises
+    ------
+    InvalidTopologyError
+        For a non-positive memory or speed, or an efficiency outside ``(0, 1]``.
+
+    Examples
+    --------
+    >>> Device("V100", 16e9, 15.7e12, 0.5).effective_flops
+    7850000000000.0
+    """
+
+    name: str
+    memory_bytes: float
+    peak_flops: float
+    efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        _positive(self.memory_bytes, f"device {self.name!r}: memory_bytes")
+        _positive(self.peak_flops, f"device {self.name!r}: peak_flops")
+        e = self.efficiency
+        if (not isinstance(e, (int, float, np.floating)) or isinstance(e, bool)
+                or not (0 < e <= 1)):
+            raise InvalidTopologyError(
+                f"device {self.name!r}: efficiency must be in (0, 1], got {e!r}")
+
+    @property
+    def effective_flops(self) -> float:
+        """``peak_flops * efficiency``: the FLOP/s the compute model divides by."""
+        return float(self.peak_flops) * float(self.efficiency)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "memory_bytes": self.memory_bytes,
+                "peak_flops": self.peak_flops, "efficiency": self.efficiency}
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the link hierarchy (a group of ``fanout`` units of the level below).
+
+    Parameters
+    ----------
+    name : str
+        E.g. ``"nvlink"``.
+    fanout : int
+        Number of units of the level below grouped by this level (GPUs per node for the
+        innermost level, nodes for the next).
+    bandwidth_bytes_per_s : float
+        Bandwidth of one link of this level, per direction, bytes/s.
+    latency_s : float
+        Per-message latency (alpha), seconds; used for rings larger than every
+        ``latency_steps`` bound and for point-to-point messages when there are no steps.
+    latency_steps : tuple of (int, float), optional
+        ``((max_devices, latency_s), ...)`` by increasing ``max_devices``: a ring of ``r``
+        devices uses the latency of the first step with ``r <= max_devices``.
+
+    Raises
+    ------
+    InvalidTopologyError
+        For a non-positive fanout or bandwidth, a negative latency, or unsorted steps.
+
+    Examples
+    --------
+    >>> ib = Level("ib", 4, 12.5e9, 40.98e-6, ((68, 40.31e-6), (136, 40.49e-6)))
+    >>> ib.latency_for(64), ib.latency_for(100), ib.latency_for(1024)
+    (4.031e-05, 4.049e-05, 4.098e-05)
+    """
+
+    name: str
+    fanout: int
+    bandwidth_bytes_per_s: float
+    latency_s: float = 0.0
+    latency_steps: tuple[tuple[int, float], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        _positive(self.fanout, f"level {self.name!r}: fanout", integer=True)
+        object.__setattr__(self, "fanout", int(self.fanout))
+        _positive(self.bandwidth_bytes_per_s, f"level {self.name!r}: bandwidth_bytes_per_s")
+        lat = self.latency_s
+        if (not isinstance(lat, (int, float, np.floating)) or isinstance(lat, bool)
+                or not math.isfinite(lat) or lat < 0):
+            raise InvalidTopologyError(
+                f"level {self.name!r}: latency_s must be a non-negative number, got {lat!r}")
+        steps = tuple((int(n), float(a)) for n, a in self.latency_steps)
+        for n, a in steps:
+            if n <= 0 or not math.isfinite(a) or a < 0:
+                raise InvalidTopologyError(
+                    f"level {self.name!r}: latency_steps entry ({n}, {a}) needs a positive "
+                    "device count and a non-negative latency")
+        if any(steps[i][0] >= steps[i + 1][0] for i in range(len(steps) - 1)):
+            raise InvalidTopologyError(
+                f"level {self.name!r}: latency_steps must be sorted by strictly increasing "
+                f"max_devices, got {steps}")
+        object.__setattr__(self, "latency_steps", steps)
+
+    def latency_for(self, n_devices: int) -> float:
+        """The latency (s) of one ring step in a collective over ``n_devices`` devices."""
+        for bound, lat in self.latency_steps:
+            if n_devices <= bound:
+                return lat
+        return float(self.latency_s)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "fanout": self.fanout,
+             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "latency_s": self.latency_s}
+        if self.latency_steps:
+            d["latency_steps"] = [list(s) for s in self.latency_steps]
+        return d
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Identical devices joined by a hierarchy of links.
+
+    Parameters
+    ----------
+    device : Device
+        Every device is one of these.
+    levels : sequence of Level
+        Innermost first; the device count is the product of the fanouts.
+    name : str, default "custom"
+
+    Raises
+    ------
+    InvalidTopologyError
+        When there are no levels (an empty cluster).
+
+    Examples
+    --------
+    >>> t = Topology(Device("gpu", 16e9, 1e13),
+    ...              [Level("nvlink", 4, 50e9, 9e-6), Level("ib", 2, 12.5e9, 40e-6)])
+    >>> t.n_devices, t.link(0, 3).name, t.link(3, 4).name
+    (8, 'nvlink', 'ib')
+    >>> t.allreduce_seconds([0, 1, 2, 3], 4e6)  # 2*3*(9e-6 + 1e6/50e9)
+    0.000174
+    """
+
+    device: Device
+    levels: tuple[Level, ...]
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.device, Device):
+            raise InvalidTopologyError(f"device must be a Device, got {self.device!r}")
+        levels = tuple(self.levels)
+        if not levels:
+            raise InvalidTopologyError(
+                f"topology {self.name!r} has no levels (an empty cluster); give at least one "
+                "Level, e.g. Level('nvlink', 4, 50e9, 9e-6)")
+        for lv in levels:
+            if not isinstance(lv, Level):
+                raise InvalidTopologyError(f"levels must hold Level objects, got {lv!r}")
+        object.__setattr__(self, "levels", levels)
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def n_devices(self) -> int:
+        """The number of devices: the product of the fanouts."""
+        return int(np.prod([lv.fanout for lv in self.levels]))
+
+    @property
+    def group_sizes(self) -> tuple[int, ...]:
+        """Devices per unit of each level: ``(f0, f0*f1, ...)``; the last is ``n_devices``."""
+        return tuple(int(x) for x in np.cumprod([lv.fanout for lv in self.levels]))
+
+    def _check_devices(self, a: np.ndarray) -> None:
+        if a.size and (a.min() < 0 or a.max() >= self.n_devices):
+            bad = a[(a < 0) | (a >= self.n_devices)].flat[0]
+            raise InvalidTopologyError(
+                f"device {int(bad)} is out of range: topology {self.name!r} has "
+                f"{self.n_devices} devices (0..{self.n_devices - 1})")
+
+    def level_index(self, i, j) -> np.ndarray:
+        """Index into ``levels`` of the link between devices ``i`` and ``j`` (vectorized).
+
+        ``-1`` where ``i == j`` (no link). Broadcasts like numpy.
+        """
+        i = np.asarray(i, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        self._check_devices(i)
+        self._check_devices(j)
+        out = np.zeros(np.broadcast(i, j).shape, dtype=np.int64)
+        for g in self.group_sizes[:-1]:
+            out += (i // g) != (j // g)
+        return np.where(i == j, -1, out)
+
+    def link(self, i: int, j: int) -> Level:
+        """The level joining devices ``i != j`` (that of their lowest common ancestor).
+
+        Raises
+        ------
+        InvalidTopologyError
+            When ``i == j`` or a device is out of range.
+        """
+        k = int(self.level_index(i, j))
+        if k < 0:
+            raise InvalidTopologyError(f"device {i} has no link to itself")
+        return self.levels[k]
+
+    def bandwidth(self, i: int, j: int) -> float:
+        """Bandwidth (bytes/s) between two devices; ``inf`` from a device to itself."""
+        return math.inf if i == j else float(self.link(i, j).bandwidth_bytes_per_s)
+
+    def latency(self, i: int, j: int) -> float:
+        """Point-to-point latency (s) between two devices; 0 from a device to itself."""
+        return 0.0 if i == j else self.link(i, j).latency_for(2)
+
+    def bandwidth_matrix(self) -> np.ndarray:
+        """``(n, n)`` bandwidths in bytes/s, ``inf`` on the diagonal."""
+        idx = np.arange(self.n_devices)
+        lev = self.level_index(idx[:, None], idx[None, :])
+        bw = np.array([lv.bandwidth_bytes_per_s for lv in self.levels] + [np.inf], float)
+        return bw[lev]  # -1 picks the trailing inf
+
+    def latency_matrix(self) -> np.ndarray:
+        """``(n, n)`` point-to-point latencies in seconds, 0 on the diagonal."""
+        idx = np.arange(self.n_devices)
+        lev = self.level_index(idx[:, None], idx[None, :])
+        lat = np.array([lv.latency_for(2) for lv in self.levels] + [0.0], float)
+        return lat[lev]
+
+    # ------------------------------------------------------------------ collectives
+    def ring_parameters(self, devices) -> tuple[np.ndarray, np.ndarray, int]:
+        """Latency and bandwidth of the slowest link rings over device groups cross.
+
+        Parameters
+        ----------
+        devices : array_like of int, shape (r,) or (G, r)
+            One ring (or ``G`` rings) of ``r`` distinct devices each.
+
+        Returns
+        -------
+        alpha_s, bandwidth_bytes_per_s : numpy.ndarray, shape () or (G,)
+            The largest latency (for a ring of ``r``) and the least bandwidth among the
+            levels the ring crosses; ``0`` and ``inf`` for a ring of one device.
+        r : int
+        """
+        d = np.asarray(devices, dtype=np.int64)
+        one = d.ndim == 1
+        d = np.atleast_2d(d)
+        r = d.shape[1]
+        if r <= 1:
+            shape = (d.shape[0],)
+            a, b = np.zeros(shape), np.full(shape, np.inf)
+            return (a[0], b[0], r) if one else (a, b, r)
+        d = np.sort(d, axis=1)
+        # the ring visits the devices in increasing order (so it stays inside a unit as long
+        # as it can), then wraps around; the slowest level it crosses is the outermost one.
+        lev = self.level_index(d, np.roll(d, -1, axis=1)).max(axis=1)
+        if np.any(lev < 0):
+            raise InvalidTopologyError("a ring lists the same device twice")
+        bw = np.array([lv.bandwidth_bytes_per_s for lv in self.levels], float)
+        lat = np.array([lv.latency_for(r) for lv in self.levels], float)
+        # slowest over all levels up to the outermost crossed (levels may be non-monotone)
+        bw_min = np.minimum.accumulate(bw)[lev]
+        lat_max = np.maximum.accumulate(lat)[lev]
+        return (lat_max[0], bw_min[0], r) if one else (lat_max, bw_min, r)
+
+    def allreduce_seconds(self, devices, nbytes: float):
+        """Ring all-reduce time ``2 (r - 1) (alpha + (m / r) / bandwidth)``.
+
+        Parameters
+        ----------
+        devices : array_like of int, shape (r,) or (G, r)
+            The ring's devices (or ``G`` rings at once).
+        nbytes : float
+            ``m``: the bytes of the buffer every device holds (the total, not a piece).
+
+        Returns
+        -------
+        float or numpy.ndarray of shape (G,)
+            Seconds; 0 for a single device.
+        """
+        alpha, bw, r = self.ring_parameters(devices)
+        if r <= 1:
+            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
+        out = 2.0 * (r - 1) * (alpha + (nbytes / r) / bw)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def allgather_seconds(self, devices, nbytes: float):
+        """Ring all-gather time ``(r - 1) (alpha + (m / r) / bandwidth)``, ``m`` = total bytes.
+
+        Same conventions as :meth:`allreduce_seconds`.
+        """
+        alpha, bw, r = self.ring_parameters(devices)
+        if r <= 1:
+            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
+        out = (r - 1) * (alpha + (nbytes / r) / bw)
+        return float(out) if np.ndim(out) == 0 else out
+
+    # ------------------------------------------------------------------ derived
+    def with_devices(self, n: int) -> "Topology":
+        """The topology of the first ``n`` devices.
+
+        Levels above the one that holds ``n`` devices are dropped; that level's fanout
+        shrinks to ``n / (devices per unit below)``.
+
+        Raises
+        ------
+        InvalidTopologyError
+            When ``n`` exceeds the device count or does not fill whole units below (e.g. 6
+            devices of 4-GPU nodes).
+        """
+        _positive(n, "with_devices: n", integer=True)
+        n = int(n)
+        if n > self.n_devices:
+            raise InvalidTopologyError(
+                f"topology {self.name!r} has {self.n_devices} devices, cannot take {n}; "
+                "build the cluster with more nodes")
+        below = 1
+        levels = []
+        for lv in self.levels:
+            if n <= below * lv.fanout:
+                if n % below:
+                    raise InvalidTopologyError(
+                        f"{n} devices do not fill whole units of {below} devices (level "
+                        f"{lv.name!r}); use a multiple of {below}")
+                levels.append(Level(lv.name, n // below, lv.bandwidth_bytes_per_s,
+                                    lv.latency_s, lv.latency_steps))
+                break
+            levels.append(lv)
+            below *= lv.fanout
+        return Topology(self.device, tuple(levels), self.name)
+
+    # ------------------------------------------------------------------ formats
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (``format``, ``version``, ``name``, ``device``, ``levels``)."""
+        return {"format": TOPOLOGY_FORMAT, "version": TOPOLOGY_FORMAT_VERSION,
+                "name": self.name, "device": self.device.to_dict(),
+                "levels": [lv.to_dict() for lv in self.levels]}
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "<dict>") -> "Topology":
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        FormatError
+            When the format tag, version or a field is missing or wrong.
+        InvalidTopologyError
+            When a value is invalid (non-positive bandwidth, ...).
+        """
+        if not isinstance(data, dict) or data.get("format") != TOPOLOGY_FORMAT:
+            raise FormatError(f"{source}: not a topology file (expected \"format\": "
+                              f"\"{TOPOLOGY_FORMAT}\")")
+        if data.get("version") != TOPOLOGY_FORMAT_VERSION:
+            raise FormatError(f"{source}: topology format version {data.get('version')!r} is "
+                              f"not supported (this library reads {TOPOLOGY_FORMAT_VERSION})")
+        try:
+            dev = data["device"]
+            device = Device(str(dev["name"]), dev["memory_bytes"], dev["peak_flops"],
+                            dev.get("efficiency", 1.0))
+            levels = tuple(
+                Level(str(lv["name"]), lv["fanout"], lv["bandwidth_bytes_per_s"],
+                      lv.get("latency_s", 0.0),
+                      tuple((int(a), float(b)) for a, b in lv.get("latency_steps", ())))
+                for lv in data["levels"])
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidTopologyError):
+                raise
+            raise FormatError(f"{source}: malformed topology ({type(exc).__name__}: {exc}); "
+                              "expected device {name, memory_bytes, peak_flops, efficiency} "
+                              "and levels [{name, fanout, bandwidth_bytes_per_s, latency_s}]"
+                              ) from exc
+        return cls(device, levels, str(data.get("name", "custom")))
+
+    def save(self, path: str | Path) -> None:
+        """Write :meth:`to_dict` as JSON (floats round-trip exactly)."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Topology":
+        """Read a file written by :meth:`save`."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{p}: not valid JSON ({exc})") from exc
+        return cls.from_dict(data, source=str(p))
+
+    def __repr__(self) -> str:
+        shape = " x ".join(f"{lv.fanout} ({lv.name} {lv.bandwidth_bytes_per_s / 1e9:g} GB/s)"
+                           for lv in reversed(self.levels))
+        d = self.device
+        return (f"Topology({self.name!r}: {self.n_devices} x {d.name} "
+                f"[{d.memory_bytes / 1e9:g} GB, {d.peak_flops / 1e12:g} TFLOP/s x "
+                f"{d.efficiency:g}]; {shape})")
