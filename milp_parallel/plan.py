@@ -642,6 +642,13 @@ def _load_cluster(cluster, devices: int | None):
         raise TypeError(f"cluster must be a preset name, a Topology or a path, got "
                         f"{type(cluster).__name__}")
     name = getattr(topo, "name", None) or (cluster if isinstance(cluster, str) else "cluster")
+    if (devices is not None and isinstance(cluster, str) and not _is_path(cluster)
+            and isinstance(devices, (int, np.integer)) and not isinstance(devices, bool)
+            and devices > topo.n_devices):
+        # a preset grows to as many nodes as the devices asked for need
+        from . import clusters
+        per_node = topo.levels[0].fanout if len(topo.levels) > 1 else topo.n_devices
+        topo = clusters.get(cluster, nodes=-(-int(devices) // per_node))
     if devices is not None:
         if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) \
                 or not 1 <= devices <= topo.n_devices:
@@ -830,7 +837,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     batch_size : int, optional
         The global batch; default: the zoo model's default (or the graph's own).
     devices : int, optional
-        Use the first ``devices`` devices of the cluster (default: all).
+        Use the first ``devices`` devices of the cluster (default: all). A preset named by
+        ``cluster`` grows to as many nodes as that takes.
     solver : str
         ``"auto"`` (default), ``"dp"``, ``"highs"``, ``"cbc"``, ``"cpsat"`` or ``"brute"``.
     memory_limit : float or str, optional
