@@ -36,7 +36,7 @@ from .problem import MEMORY_RTOL, Problem
 from .solvers import SolveResult, available_solvers, solve_problem
 from .solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN
 
-__all__ = ["solve", "Plan", "LayerChoice", "Baseline", "CrossCheck", "cross_check_results",
+__all__ = ["solve", "make_problem", "Plan", "LayerChoice", "Baseline", "CrossCheck", "cross_check_results",
            "least_memory_bytes", "PLAN_FORMAT", "PLAN_FORMAT_VERSION", "CROSS_CHECK_RTOL"]
 
 logger = logging.getLogger(__name__)
@@ -819,6 +819,57 @@ def _run_check(problem: Problem, result: SolveResult, checker: str | None,
     return cross_check_results(problem, result, exact), exact
 
 
+@dataclass(frozen=True)
+class _Built:
+    graph: Any
+    topology: Any
+    problem: Problem
+    budget: float | None
+    model_name: str
+    cluster_name: str
+    node_layers: tuple[str, ...]
+    node_degrees: list
+    cost_model: Any
+
+
+def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
+           config_options=None, cost_model=None) -> _Built:
+    from .build import build_problem
+    from .costs import CostModel
+
+    graph, model_name = _load_model(model, batch_size)
+    topo, cluster_name = _load_cluster(cluster, devices)
+    budget = _memory_budget(memory_limit, topo)
+    if cost_model is None:
+        cost_model = CostModel(topo)
+    built = build_problem(graph, topo, cost_model=cost_model, **dict(config_options or {}))
+    problem, node_layers, node_degrees, cm = _unpack_built(built, graph)
+    if problem.memory is not None:
+        problem = problem.with_memory_limit(budget)
+    return _Built(graph, topo, problem, budget if problem.has_budget else None, model_name,
+                  cluster_name, node_layers, node_degrees, cm if cm is not None else cost_model)
+
+
+def make_problem(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
+                 memory_limit: float | str | None = None,
+                 config_options: Mapping[str, Any] | None = None, cost_model=None) -> Problem:
+    """The :class:`~milp_parallel.Problem` that :func:`solve` would solve.
+
+    Same inputs and defaults as :func:`solve` (the budget included), for exporting the
+    problem, solving it with :func:`~milp_parallel.solve_problem` directly, or evaluating
+    assignments such as a plan's ``assignment``.
+
+    Raises
+    ------
+    UnknownNameError, FormatError, InvalidGraphError, InvalidTopologyError,
+    InvalidProblemError
+        As :func:`solve`.
+    """
+    return _build(model, cluster, batch_size=batch_size, devices=devices,
+                  memory_limit=memory_limit, config_options=config_options,
+                  cost_model=cost_model).problem
+
+
 def solve(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
           solver: str = "auto", memory_limit: float | str | None = None,
           time_limit: float | None = None, cross_check: bool = True,
@@ -884,19 +935,12 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     >>> plan = solve("lenet5", "dgx1", devices=4)           # doctest: +SKIP
     >>> print(plan)                                         # doctest: +SKIP
     """
-    from .build import build_problem
-    from .costs import CostModel
-
-    graph, model_name = _load_model(model, batch_size)
-    topo, cluster_name = _load_cluster(cluster, devices)
-    budget = _memory_budget(memory_limit, topo)
-    if cost_model is None:
-        cost_model = CostModel(topo)
-    built = build_problem(graph, topo, cost_model=cost_model, **dict(config_options or {}))
-    problem, node_layers, node_degrees, cm = _unpack_built(built, graph)
-    cm = cm if cm is not None else cost_model
-    if problem.memory is not None:
-        problem = problem.with_memory_limit(budget)
+    built = _build(model, cluster, batch_size=batch_size, devices=devices,
+                   memory_limit=memory_limit, config_options=config_options,
+                   cost_model=cost_model)
+    graph, topo, problem, budget = built.graph, built.topology, built.problem, built.budget
+    model_name, cluster_name = built.model_name, built.cluster_name
+    node_layers, node_degrees, cm = built.node_layers, built.node_degrees, built.cost_model
 
     options = dict(solver_options)
     if time_limit is not None:
@@ -966,5 +1010,5 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         memory_capacity_bytes=float(topo.device.memory_bytes), solver=result.solver,
         status=result.status, objective=float(result.objective), bound=float(result.bound),
         gap=float(result.gap), solve_seconds=float(result.seconds), cross_check=check,
-        baselines=baselines, memory_limit_bytes=budget if problem.has_budget else None,
+        baselines=baselines, memory_limit_bytes=budget,
         assignment=tuple(int(x) for x in a), solver_stats=_json_safe(result.stats))
