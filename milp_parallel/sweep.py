@@ -76,7 +76,8 @@ TIMEOUT = "timeout"  #: the item ran past its hard wall-clock limit and was kill
 FAILED_STATUSES = (FAILED, TIMEOUT)
 
 #: Item kinds: ``model`` (solve a zoo model on a cluster), ``problem`` (solve a Problem file),
-#: ``sleep`` (sleeps, then reports; for testing the runner itself).
+#: ``sleep`` (sleeps, then reports; for testing the runner itself: with ``pid_dir`` it writes
+#: its pid to ``<pid_dir>/<id>.pid`` and stops sleeping once ``<pid_dir>/<id>.release`` exists).
 ITEM_KINDS = ("model", "problem", "sleep")
 
 # Grid keys: plural name -> (singular name, kind it belongs to or None for any kind).
@@ -440,9 +441,14 @@ def run_item(item: SweepItem) -> dict:
     started = time.time()
     try:
         if item.kind == "sleep":
+            # Test hooks: announce the pid in pid_dir, stop early once "<id>.release" appears.
+            release = None
             if p.get("pid_dir"):
                 Path(p["pid_dir"], f"{item.id}.pid").write_text(str(os.getpid()))
-            time.sleep(p["sleep"])
+                release = Path(p["pid_dir"], f"{item.id}.release")
+            deadline = time.monotonic() + p["sleep"]
+            while time.monotonic() < deadline and not (release and release.exists()):
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             if p.get("exit_code") is not None:
                 os._exit(int(p["exit_code"]))
             rec.update(status="optimal", objective=p["sleep"], bound=p["sleep"], gap=0.0,
