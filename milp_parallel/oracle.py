@@ -570,7 +570,9 @@ def _data_spatial(net, cl, p, b, D, q, mask, **_):
     halo = 0.0
     n_halo = 0
     for i in range(split + 1):
-        if net.kernel[i] > 1 and m[i]:
+        # ParaDL's published data+spatial logs exchange halos of every kernel > 1 layer up
+        # to the split, masked or not (quirk 5)
+        if net.kernel[i] > 1 and (m[i] or q):
             hy, hx = _halo_elems(net, q, i)
             halo += 2 * (lat1 + hy * b * BYTES_PER_ELEMENT * beta_h)
             halo += 2 * (lat1 + hx * b * BYTES_PER_ELEMENT * beta_h)
@@ -668,7 +670,6 @@ def _limit(net: _Net, strategy: str, mask: np.ndarray, b: float, cl: _Cluster
     if strategy == "pipeline":
         return net.n_layers, f"pipeline needs a layer per stage: at most G = {net.n_layers}"
     if strategy == "data+filter":
-        v = int(net.y_shape[mask, 0].min()) * int(b) * 10**9
         return math.inf, ""
     if strategy == "data+spatial":
         return math.inf, ""
