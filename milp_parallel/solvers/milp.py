@@ -476,7 +476,7 @@ def initial_assignment(problem: Problem, warm_start: Sequence[int] | None = None
     if solve_unconstrained is not None:
         try:
             res = solve_unconstrained(problem)
-            a = getattr(res, "assignment", res)
+            a = res[0] if isinstance(res, tuple) else getattr(res, "assignment", res)
             if a is not None:
                 a = problem.check_assignment(a)
                 if problem.evaluate(a).feasible:
