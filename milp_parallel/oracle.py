@@ -309,8 +309,8 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> _Cluster:
         p = int(p)
         if p <= 1:
             return math.inf, 0.0
-        j = min(p, n) - 1
-        return float(cluster.bandwidth(0, j)), float(cluster.latency(0, j))
+        alpha, bw, _ = cluster.ring_parameters(np.arange(min(p, n)))
+        return float(bw), float(alpha)
 
     speed = float(dev.peak_flops) * float(getattr(dev, "efficiency", 1.0))
     return _Cluster(getattr(cluster, "name", "topology"), float(dev.memory_bytes), speed,
@@ -882,6 +882,10 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         if p < 1:
             rows.append(_not_applicable(strategy, p, math.nan, b, cl.memory_bytes,
                                         "needs at least one device"))
+            continue
+        if p > cl.max_devices:
+            rows.append(_not_applicable(strategy, p, math.nan, b, cl.memory_bytes,
+                                        f"the cluster {cl.name} has {cl.max_devices} devices"))
             continue
         if p > limit or (strategy == "serial" and p != 1):
             rows.append(_not_applicable(strategy, p, b * replicas(p), b, cl.memory_bytes, why))

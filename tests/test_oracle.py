@@ -1,0 +1,193 @@
+"""The oracle: ParaDL's published SUMMARY tables reproduced exactly (parsed from the logs),
+and the default mode's projections behave as the formulas say."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from milp_parallel import oracle, paradl
+from milp_parallel.errors import UnknownNameError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "paradl"
+LOGS = sorted((DATA / "logs").glob("*.log"))
+RESNET = DATA / "RESNET50_ImageNet_profall.net_sc"
+PLAT = DATA / "ABCI.plat"
+
+
+def _run_log(path, plx):
+    text = path.read_text()
+    cmd = oracle.parse_command(text)
+    net = DATA / Path(cmd["net"]).name
+    model = "resnet" if "RESNET" in net.name else "vgg"
+    codes = cmd["strategies"]
+    lc = None
+    if any(c in ("f", "c", "df") for c in codes):
+        lc = DATA / f"filter_{model}.lc"
+    if any(c in ("s", "ds") for c in codes):
+        lc = DATA / f"spatial_{model}.lc"
+    got = oracle.paradl_summary(net, PLAT, codes, max_devices=cmd["max_devices"],
+                                max_batch=cmd["max_batch"],
+                                batch_per_device=cmd["batch_per_device"], layer_mask=lc,
+                                plx_cable_latency_s=plx)
+    return got, oracle.parse_summary(text)
+
+
+def _assert_rows(got, expected, keys):
+    assert [g["name"] for g in got] == [e["name"] for e in expected]
+    for g, e in zip(got, expected):
+        for k in keys:
+            assert g[k] == pytest.approx(e[k], rel=1e-6), (g["name"], g["p"], k)
+
+
+def test_logs_are_there():
+    assert len([p for p in LOGS if p.name.startswith("ranking_")]) == 3
+    assert len([p for p in LOGS if "scaling_proj" in p.name]) == 5
+
+
+ALL = ("B", "p", "mem_bytes", "comp_s", "comm_s", "time_s", "cost_node_minutes")
+
+
+@pytest.mark.parametrize("log", [p for p in LOGS if "scaling_proj" not in p.name],
+                         ids=lambda p: p.stem)
+def test_ranking_summaries_reproduce_exactly(log):
+    got, expected = _run_log(log, oracle.PLX_CABLE_LATENCY_S)
+    assert expected
+    _assert_rows(got, expected, ALL)
+
+
+@pytest.mark.parametrize("log", [p for p in LOGS if "scaling_proj" in p.name],
+                         ids=lambda p: p.stem)
+def test_scaling_logs(log):
+    # compute and memory reproduce with today's constants ...
+    got, expected = _run_log(log, oracle.PLX_CABLE_LATENCY_S)
+    _assert_rows(got, expected, ("B", "p", "mem_bytes", "comp_s"))
+    # ... and everything with the older 15 us PLX cable latency
+    got, expected = _run_log(log, oracle.PLX_CABLE_LATENCY_OLD_S)
+    _assert_rows(got, expected, ALL)
+    # the two differ by 10 us per ring step beyond one node
+    multi = [e for e in expected if e["p"] > 4]
+    if multi:
+        now, _ = _run_log(log, oracle.PLX_CABLE_LATENCY_S)
+        assert all(n["comm_s"] > g["comm_s"] for n, g in zip(now, got) if n["p"] > 4)
+
+
+def test_summary_order_and_unknown_code():
+    rows = oracle.paradl_summary(RESNET, PLAT, "d,o", max_devices=4, max_batch=1e6,
+                                 batch_per_device=64)
+    assert [r["name"] for r in rows] == ["single", "data", "data"]
+    with pytest.raises(UnknownNameError, match="pipeline"):
+        oracle.paradl_summary(RESNET, PLAT, "p", max_devices=4, max_batch=1e6,
+                              batch_per_device=64)
+
+
+def test_abci_link_constants():
+    assert oracle.abci_link(4) == (50e9, 9e-6)
+    for p, lat in ((8, 40.31e-6), (68, 40.31e-6), (69, 40.49e-6), (136, 40.49e-6),
+                   (137, 40.98e-6)):
+        bw, got = oracle.abci_link(p)
+        assert bw == 12.5e9 and got == pytest.approx(lat, rel=1e-12)
+        assert oracle.abci_link(p, plx_cable_latency_s=15e-6)[1] == pytest.approx(lat - 10e-6)
+
+
+def test_project_paradl_mode_equals_summary():
+    pr = oracle.project(RESNET, PLAT, "data", devices=[2, 4, 8, 16], batch_per_device=64,
+                        mode="paradl")
+    rows = oracle.paradl_summary(RESNET, PLAT, "d", max_devices=16, max_batch=262144,
+                                 batch_per_device=64)
+    assert [r.total_s for r in pr.rows] == pytest.approx([r["time_s"] for r in rows])
+    for r in pr.rows:
+        assert r.comm_s == pytest.approx(r.allreduce_s)
+        assert r.iterations == math.ceil(1_280_000 / r.batch)
+
+
+@pytest.fixture(scope="module")
+def abci():
+    clusters = pytest.importorskip("milp_parallel.clusters")
+    return clusters.get("abci", nodes=64)
+
+
+def test_default_mode_data_scaling(abci):
+    pr = oracle.project(RESNET, abci, "data", devices=[1, 2, 4, 8, 16, 32, 64, 128],
+                        batch_per_device=32)
+    r = pr.rows
+    # weak scaling: compute halves as devices double, memory stays, comm grows sub-linearly
+    comp = np.array([x.compute_s for x in r])
+    assert np.allclose(comp[1:] / comp[:-1], 0.5, rtol=1e-3)
+    assert len({x.memory_bytes for x in r}) == 1
+    assert r[0].comm_s == 0 and all(x.comm_s == pytest.approx(x.allreduce_s) for x in r)
+    # activation memory counts RELU and BNORM rows, unlike ParaDL
+    pd = oracle.project(RESNET, abci, "data", devices=[2], batch_per_device=32, mode="paradl")
+    assert r[1].memory_bytes > pd.rows[0].memory_bytes
+    t = paradl.read_net(RESNET)
+    expect = 2 * 4 * (32 * (t.x_elems.sum() + t.y_elems.sum()) + t.w_elems.sum())
+    assert r[1].memory_bytes == pytest.approx(expect)
+
+
+def test_not_applicable_rows_have_reasons(abci):
+    pr = oracle.project(RESNET, abci, "filter", devices=[2, 64, 128], batch_per_device=8)
+    assert [x.applicable for x in pr.rows] == [True, True, False]
+    assert "min F = 64" in pr.rows[2].reason and math.isnan(pr.rows[2].total_s)
+    pr = oracle.project(RESNET, abci, "spatial", devices=[4, 8], batch_per_device=8)
+    assert not pr.rows[1].applicable and "min W = 7" in pr.rows[1].reason
+    pr = oracle.project(RESNET, abci, "data", devices=[4096], batch_per_device=8)
+    assert not pr.rows[0].applicable and "256 devices" in pr.rows[0].reason
+
+
+def test_filter_memory_quirk_and_collectives(abci):
+    mask = DATA / "filter_resnet.lc"
+    d = oracle.project(RESNET, abci, "filter", devices=[4], batch_per_device=8,
+                       layer_mask=mask).rows[0]
+    q = oracle.project(RESNET, PLAT, "filter", devices=[4], batch_per_device=8,
+                       layer_mask=mask, mode="paradl").rows[0]
+    t = paradl.read_net(RESNET)
+    m = paradl.read_mask(mask, names=t.names)
+    w = t.w_elems
+    # ParaDL divides the split weights by p twice; the default mode once
+    keep = ~np.isin(t.kinds, ["RELU", "BNORM"])
+    act = 8 * (t.x_elems[keep].sum() + t.y_elems[keep].sum())
+    assert q.memory_bytes == pytest.approx(8 * (act + (w[m].sum() / 4 + w[~m].sum()) / 4))
+    act_all = 8 * (t.x_elems.sum() + t.y_elems.sum())
+    assert d.memory_bytes == pytest.approx(8 * (act_all + w[m].sum() / 4 + w[~m].sum()))
+    assert d.allreduce_s == pytest.approx(2 * d.allgather_s) and d.halo_s == 0
+
+
+def test_rank_bottleneck_and_exports(abci, tmp_path):
+    ranked = oracle.rank(RESNET, abci, ["data", "filter", "data+filter", "spatial"],
+                         devices=[4, 64], batch_per_device=8,
+                         layer_masks={"filter": DATA / "filter_resnet.lc",
+                                      "data+filter": DATA / "filter_resnet.lc",
+                                      "spatial": DATA / "spatial_resnet.lc"})
+    for p, rows in ranked.items():
+        ok = [r for r in rows if r.applicable and r.fits]
+        assert [r.total_s for r in ok] == sorted(r.total_s for r in ok)
+        assert all(r.devices == p for r in rows)
+        assert not rows[-1].applicable or all(r.applicable for r in rows)
+    assert ranked[64][0].strategy == "data"
+    pr = oracle.project(RESNET, abci, "filter", devices=[2, 4, 8, 16], batch_per_device=8)
+    note = pr.bottleneck()
+    first = next(r.devices for r in pr.rows if r.comm_s > r.compute_s)
+    assert note.startswith(f"communication exceeds compute from {first} devices")
+    csv_text = pr.to_csv(tmp_path / "p.csv")
+    assert csv_text.splitlines()[0].startswith("strategy,devices,batch")
+    assert len(csv_text.splitlines()) == 5
+    d = json.loads(pr.to_json())
+    assert d["bottleneck"] == note and len(d["rows"]) == 4
+
+
+def test_pipeline_and_hybrids(abci):
+    pr = oracle.project(RESNET, abci, "pipeline", devices=[2, 4, 8], batch_per_device=8)
+    for r in pr.rows:
+        assert r.applicable and r.p2p_s > 0 and r.allreduce_s == 0
+    ds = oracle.project(RESNET, abci, "data+spatial", devices=[8, 16], batch_per_device=8,
+                        layer_mask=DATA / "spatial_resnet.lc")
+    assert all(r.halo_s > 0 and r.allgather_s > 0 for r in ds.rows)
+    bad = oracle.project(RESNET, abci, "data+filter", devices=[6], batch_per_device=8)
+    assert not bad.rows[0].applicable
+
+
+def test_unknown_strategy():
+    with pytest.raises(UnknownNameError, match="known"):
+        oracle.project(RESNET, PLAT, "tensor", devices=[2], batch_per_device=8)
