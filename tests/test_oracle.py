@@ -115,7 +115,7 @@ def test_default_mode_data_scaling(abci):
     r = pr.rows
     # weak scaling: compute halves as devices double, memory stays, comm grows sub-linearly
     comp = np.array([x.compute_s for x in r])
-    assert np.allclose(comp[1:] / comp[:-1], 0.5, rtol=1e-3)
+    assert np.allclose(comp[1:] / comp[:-1], 0.5, rtol=2e-3)  # ceil(D/B) iterations
     assert len({x.memory_bytes for x in r}) == 1
     assert r[0].comm_s == 0 and all(x.comm_s == pytest.approx(x.allreduce_s) for x in r)
     # activation memory counts RELU and BNORM rows, unlike ParaDL
