@@ -581,7 +581,8 @@ def to_layer_graph(table: NetTable, *, batch_size: int = 1) -> "LayerGraph":
             prev = g.add(lname, prev, skip)
             used.add(skip)
         got = tuple(g.layer(prev).output_shape[1:])
-        if kind != "FC" and got != y:
+        flat = len(got) == 1 and int(np.prod(y)) == got[0]  # after FC: (F,) vs (F, 1, 1)
+        if kind != "FC" and got != y and not flat:
             raise InvalidGraphError(
                 f"{table.source}: layer {i} {name}: the LayerGraph op gives output {got}, the "
                 f"table says {y}; fix the row or build the graph by hand")

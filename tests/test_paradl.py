@@ -116,3 +116,19 @@ def test_round_trip_random_tables(rows):
     # flops of a conv: 2 * (2 C F K^2 W H) + |w|
     fw = [2 * r[0][0] * r[2] * r[1] ** 2 * r[0][1] * r[0][2] for r in rows]
     assert np.allclose(t.flops(), [2 * a + w for a, w in zip(fw, t.w_elems)])
+
+
+@pytest.mark.parametrize("name", ["VGG_ImageNet_profall.net_sc", "ALEXNET_ImageNet.net",
+                                  "RESNET50_ImageNet_profall.net_sc"])
+def test_to_layer_graph(name):
+    pytest.importorskip("milp_parallel.graph")
+    t = paradl.read_net(DATA / name)
+    g = paradl.to_layer_graph(t)
+    g.validate()
+    convs = [lay for lay in g.layers if lay.op == "conv"]
+    n_conv = sum(k == "CONV" for k in t.kinds)
+    # ResNet-50's table has no rows for its 4 projection shortcuts; the graph adds them
+    assert len(convs) == n_conv + (4 if "RESNET" in name else 0)
+    if "RESNET" not in name:
+        # no batch-norm, no biases, no projections: the weights are exactly the table's
+        assert g.param_count() == int(t.w_elems.sum())
