@@ -191,3 +191,15 @@ def test_pipeline_and_hybrids(abci):
 def test_unknown_strategy():
     with pytest.raises(UnknownNameError, match="known"):
         oracle.project(RESNET, PLAT, "tensor", devices=[2], batch_per_device=8)
+
+
+def test_compare_with_layerwise(abci):
+    pytest.importorskip("milp_parallel.plan")
+    from milp_parallel import clusters
+    g = paradl.to_layer_graph(paradl.read_net(DATA / "ALEXNET_ImageNet.net"), batch_size=64)
+    r = oracle.compare_with_layerwise(g, clusters.get("abci", nodes=1), 4, strategy="data",
+                                      batch_size=64, time_limit=30)
+    assert r["oracle"].applicable and r["oracle"].iterations == 1
+    assert r["oracle_step_seconds"] == pytest.approx(r["oracle"].total_s)
+    # the MILP optimum is never worse than the uniform data-parallel plan it can also choose
+    assert r["optimum_step_seconds"] <= r["layerwise_step_seconds"] * (1 + 1e-9)
