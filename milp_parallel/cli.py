@@ -1,0 +1,646 @@
+"""The ``milp-parallel`` command line.
+
+Subcommands: ``solve`` (a model on a cluster), ``problem`` (a Problem file), ``oracle``
+(ParaDL's analytical model, including ParaDL's own arguments with ``--paradl``), ``sweep``
+and ``report`` (benchmark grids and their plots), ``models`` and ``clusters`` (what is
+available).
+
+Exit codes: 0 success; 1 infeasible, a failed cross-check, a failed sweep item, or another
+failure of the run; 2 bad usage (unknown option, model, cluster, solver or strategy name, a
+file that is missing or malformed). Errors are one line on stderr
+(``milp-parallel: error: ...``); ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidAssignmentError,
+                     InvalidGraphError, InvalidProblemError, InvalidTopologyError,
+                     MilpParallelError, ProblemTooLargeError, SolverUnavailableError,
+                     UnknownNameError, UnsupportedProblemError)
+
+__all__ = ["main", "build_parser"]
+
+PROG = "milp-parallel"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+logger = logging.getLogger(__name__)
+
+#: Errors that mean the command was asked something it cannot do: exit 2.
+_USAGE_ERRORS = (UnknownNameError, FormatError, InvalidGraphError, InvalidTopologyError,
+                 InvalidProblemError, InvalidAssignmentError, UnsupportedProblemError,
+                 ProblemTooLargeError, SolverUnavailableError)
+
+
+class _UsageError(Exception):
+    """Bad usage found after parsing (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``milp-parallel: error: ...`` and exit code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        hint = f" (see {self.prog} --help)"
+        sys.stderr.write(f"{PROG}: error: {message}{hint}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+_EPILOG = """\
+examples:
+  milp-parallel models
+  milp-parallel clusters
+  milp-parallel solve alexnet --cluster optcnn --devices 4 --memory-limit 16GiB
+  milp-parallel problem data/iopddl_example.json --solver highs --json
+  milp-parallel oracle resnet50 --cluster abci --strategy data,filter --devices 4..1024
+  milp-parallel oracle --paradl -net RESNET50_ImageNet_profall.net_sc -plat ABCI.plat \\
+      --paratype d,f --cmaxp 1024 --cmaxB 262144 --cBon 32
+  milp-parallel sweep sweeps/quick.toml --out results.jsonl --jobs 2
+  milp-parallel report results.jsonl --out report/
+
+exit codes: 0 ok; 1 infeasible, failed cross-check or failed run; 2 bad usage.
+"""
+
+
+def _memory(text: str) -> float:
+    from .units import parse_bytes
+    if text.strip().lower() in ("none", "unlimited", "inf"):
+        return math.inf
+    try:
+        return float(parse_bytes(text))
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    from .units import parse_seconds
+    try:
+        return parse_seconds(text)
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _int_range(text: str) -> tuple[int, ...]:
+    from .units import parse_int_range
+    try:
+        return parse_int_range(text)
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``milp-parallel`` (for documentation tools and tests)."""
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="log to stderr: -v info, -vv debug")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    parser = _Parser(prog=PROG, formatter_class=fmt, epilog=_EPILOG,
+                     description="Optimal layer-wise parallelization of neural-network "
+                                 "training (MILP cross-checked by an exact graph search), "
+                                 "ParaDL's oracle, and benchmark sweeps.")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log to stderr: -v info, -vv debug")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("solve", parents=[common], formatter_class=fmt,
+                       help="find the best layer-wise plan for a model on a cluster",
+                       description="Solve for the fastest per-layer parallelization and print "
+                                   "the plan (one row per layer, then the totals and the "
+                                   "baselines).",
+                       epilog="examples:\n"
+                              "  milp-parallel solve lenet5 --cluster optcnn --devices 4\n"
+                              "  milp-parallel solve alexnet --cluster optcnn --devices 8 "
+                              "--solver highs --memory-limit 4GiB --json > plan.json\n"
+                              "  milp-parallel solve vgg16 --cluster optcnn --devices 16 "
+                              "--plot plan.png")
+    p.add_argument("model", metavar="MODEL",
+                   help="a zoo name (see 'milp-parallel models') or a graph JSON file")
+    p.add_argument("--cluster", required=True, metavar="NAME",
+                   help="a preset (see 'milp-parallel clusters') or a cluster JSON file")
+    p.add_argument("--devices", type=_positive_int, metavar="N",
+                   help="use the first N devices (a preset grows to fit; default: all)")
+    p.add_argument("--batch-size", type=_positive_int, metavar="B",
+                   help="global batch size (default: the model's)")
+    p.add_argument("--solver", default="auto", metavar="S",
+                   help="auto (default), dp, highs, cbc, cpsat or brute")
+    p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
+                   help="budget per device, e.g. 16GiB, 12GB, 'none' (default: the device "
+                        "memory)")
+    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
+                   help="solver time limit, e.g. 60 or 2min")
+    p.add_argument("--no-cross-check", dest="cross_check", action="store_false",
+                   help="skip the independent exact check")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON only")
+    p.add_argument("--save", metavar="FILE", help="also write the plan JSON to FILE")
+    p.add_argument("--plot", metavar="FILE", help="draw the plan (PNG, or SVG by suffix)")
+    p.set_defaults(func=_cmd_solve)
+
+    p = sub.add_parser("problem", parents=[common], formatter_class=fmt,
+                       help="solve a Problem file (our JSON or IOPDDL .json/.json.gz)",
+                       description="Solve a min-sum labelling Problem file; the format (ours "
+                                   "or IOPDDL) is detected from the content.",
+                       epilog="examples:\n"
+                              "  milp-parallel problem data/iopddl_example.json --solver "
+                              "highs\n"
+                              "  milp-parallel problem p.json.gz --solver dp --memory-limit "
+                              "none --json")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--solver", default="auto", metavar="S",
+                   help="auto (default), dp, highs, cbc, cpsat or brute")
+    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS")
+    p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
+                   help="replace the file's budget (a number or size; 'none' drops it)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON only")
+    p.set_defaults(func=_cmd_problem)
+
+    p = sub.add_parser("oracle", parents=[common], formatter_class=fmt,
+                       help="ParaDL's analytical projection of uniform strategies",
+                       description="Project time per epoch (compute + communication) and "
+                                   "memory per device of whole-model strategies with "
+                                   "ParaDL's oracle. With --paradl, take ParaDL's own "
+                                   "arguments and print its SUMMARY table.",
+                       epilog="strategies: serial, data, spatial, filter, channel, pipeline, "
+                              "data+filter, data+spatial (or ParaDL codes o d s f c p df ds)\n"
+                              "examples:\n"
+                              "  milp-parallel oracle resnet50 --cluster abci --strategy "
+                              "data,filter --devices 4..1024 --plot scaling.png\n"
+                              "  milp-parallel oracle data/paradl/VGG_ImageNet_profall.net_sc "
+                              "--cluster abci --strategy data --devices 1..64 --csv\n"
+                              "  milp-parallel oracle --paradl -net "
+                              "data/paradl/VGG_ImageNet_profall.net_sc -plat "
+                              "data/paradl/ABCI.plat --paratype df --cmaxp 1024 --cmaxB "
+                              "262144 --cBon 32")
+    p.add_argument("model", metavar="MODEL", nargs="?",
+                   help="a zoo name, a graph JSON file or a ParaDL .net/.net_sc table")
+    p.add_argument("--cluster", metavar="NAME",
+                   help="a preset, a cluster JSON file or a ParaDL .plat file")
+    p.add_argument("--strategy", default="data", metavar="LIST",
+                   help="comma-separated strategies (default: data)")
+    p.add_argument("--devices", type=_int_range, default=None, metavar="RANGE",
+                   help="device counts: 4..1024 (doubling), 1,2,4, 1..16:+1 (default 1..64)")
+    p.add_argument("--batch-per-device", type=float, default=32.0, metavar="B",
+                   help="samples per data-parallel replica (default 32)")
+    p.add_argument("--dataset-size", type=_positive_int, metavar="N",
+                   help="samples per epoch (default: the table's; 1281167 for zoo models)")
+    p.add_argument("--mode", choices=("default", "paradl"), default="default",
+                   help="'paradl' reproduces ParaDL's published numbers, quirks included")
+    p.add_argument("--scaling", choices=("weak", "strong"), default="weak")
+    p.add_argument("--layer-mask", metavar="FILE", help="a ParaDL .lc mask of split layers")
+    p.add_argument("--csv", action="store_true", help="print CSV")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", metavar="FILE", help="draw the scaling plot")
+    g = p.add_argument_group("ParaDL's arguments (with --paradl)")
+    g.add_argument("--paradl", action="store_true",
+                   help="take ParaDL's arguments and print its SUMMARY table")
+    g.add_argument("-net", dest="net", metavar="NET", help="ParaDL layer table")
+    g.add_argument("-plat", dest="plat", metavar="PLAT", help="ParaDL platform file")
+    g.add_argument("-goal", dest="goal", type=int, default=1, help="ParaDL goal (only 1)")
+    g.add_argument("--paratype", nargs="+", metavar="CODES",
+                   help="ParaDL strategy codes: a, o, d, s, f, c, df, ds")
+    g.add_argument("--cmaxp", type=float, metavar="N", help="maximum devices")
+    g.add_argument("--cmaxB", type=float, metavar="N", help="maximum global batch")
+    g.add_argument("--cBon", type=float, metavar="N", help="batch per device (replica)")
+    g.add_argument("--lc", metavar="MASK", help="layer mask (.lc)")
+    p.set_defaults(func=_cmd_oracle)
+
+    p = sub.add_parser("sweep", parents=[common], formatter_class=fmt,
+                       help="run a TOML grid of solves in parallel, results as JSON lines",
+                       description="Run every item of a sweep file not already in the "
+                                   "results file (re-running resumes). Each item runs in its "
+                                   "own process; see milp_parallel.sweep for the file format.",
+                       epilog="examples:\n"
+                              "  milp-parallel sweep sweeps/quick.toml --out results.jsonl\n"
+                              "  milp-parallel sweep sweeps/paper.toml --out paper.jsonl "
+                              "--scheduler tcp://10.0.0.1:8786\n"
+                              "  milp-parallel sweep sweeps/quick.toml --out results.jsonl "
+                              "--retry-failed")
+    p.add_argument("file", metavar="SWEEP.toml")
+    p.add_argument("--out", required=True, metavar="RESULTS.jsonl")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--jobs", type=_positive_int, metavar="N",
+                     help="items at once on this machine (default: the core count)")
+    how.add_argument("--scheduler", metavar="ADDRESS",
+                     help="run on a Dask distributed cluster, e.g. tcp://host:8786")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="re-run items whose last result failed or timed out")
+    bar = p.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                     help="always show a progress bar")
+    bar.add_argument("--no-progress", dest="progress", action="store_false",
+                     help="log one line per item instead of a bar")
+    p.add_argument("--list", action="store_true", help="list the items and exit")
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("report", parents=[common], formatter_class=fmt,
+                       help="tables and plots from a sweep's results (or a saved plan)",
+                       description="Write summary.md, summary.csv and plots from a results "
+                                   "file; given a plan JSON (from 'solve --json'), draw the "
+                                   "plan.",
+                       epilog="examples:\n"
+                              "  milp-parallel report results.jsonl --out report/\n"
+                              "  milp-parallel report plan.json --out report/ --format svg")
+    p.add_argument("file", metavar="RESULTS.jsonl|PLAN.json")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--format", choices=("png", "svg", "pdf"), default="png")
+    p.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="tables only (no matplotlib needed)")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("models", parents=[common], help="list the model zoo with sizes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_models)
+    p = sub.add_parser("clusters", parents=[common], help="list the cluster presets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_clusters)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + ("" if text.endswith("\n") else "\n"))
+
+
+def _json_out(doc) -> None:
+    _out(json.dumps(doc, indent=2, allow_nan=False, default=_json_default))
+
+
+def _json_default(x):
+    import numpy as np
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)
+
+
+def _clean(x):
+    """Non-finite floats to None, recursively (for JSON)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------------- commands
+def _cmd_solve(args) -> int:
+    from .plan import solve
+    plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
+                 solver=args.solver, memory_limit=args.memory_limit,
+                 time_limit=args.time_limit, cross_check=args.cross_check)
+    if args.save:
+        plan.save(args.save)
+    if args.plot:
+        from .report import plot_plan
+        path = plot_plan(plan, args.plot)
+        logger.info("plan drawn in %s", path)
+    if args.json:
+        _out(plan.to_json())
+    else:
+        _out(str(plan))
+    return EXIT_OK
+
+
+def _cmd_problem(args) -> int:
+    from .solvers import solve_problem
+    from .sweep import load_problem_file
+    problem = load_problem_file(args.file)
+    if args.memory_limit is not None:
+        problem = problem.with_memory_limit(None if math.isinf(args.memory_limit)
+                                            else args.memory_limit)
+    opts = {} if args.time_limit is None else {"time_limit": args.time_limit}
+    res = solve_problem(problem, args.solver, **opts)
+    labels = None
+    if res.assignment is not None:
+        labels = [problem.config_labels[v][int(c)] for v, c in enumerate(res.assignment)]
+    doc = {"file": str(args.file), "solver": res.solver, "status": res.status,
+           "objective": res.objective, "bound": res.bound, "gap": res.gap,
+           "seconds": res.seconds,
+           "assignment": None if res.assignment is None else [int(c) for c in res.assignment],
+           "labels": labels, "n_nodes": problem.n_nodes, "n_edges": problem.n_edges,
+           "stats": dict(res.stats)}
+    if args.json:
+        _json_out(_clean(doc))
+    else:
+        _out(f"{args.file}: {problem.n_nodes} nodes, {problem.n_edges} edges, "
+             f"{int(problem.n_configs.sum())} configurations"
+             + (f", memory budget {problem.memory_limit.max():g}" if problem.has_budget
+                else ""))
+        _out(f"solver {res.solver}: {res.status}, objective {res.objective:.10g}, bound "
+             f"{res.bound:.10g}, gap {res.gap:.3g}, {res.seconds:.3f}s")
+        if res.assignment is not None:
+            width = max(len(n) for n in problem.node_names)
+            for v, (name, lab) in enumerate(zip(problem.node_names, labels)):
+                _out(f"  {name:>{width}}  {int(res.assignment[v]):>3}  {lab}")
+    if res.status == "infeasible":
+        sys.stderr.write(f"{PROG}: error: {args.file}: infeasible: no assignment fits the "
+                         "memory budget\n")
+        return EXIT_FAILED
+    if res.assignment is None:
+        sys.stderr.write(f"{PROG}: error: {args.file}: solver {res.solver} found no "
+                         f"assignment ({res.status}); give it more --time-limit\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _py2(x) -> str:
+    """A float as ParaDL's Python 2 ``str`` printed it (12 significant digits, ``128.0``)."""
+    text = f"{float(x):.12g}"
+    if not any(ch in text for ch in ".einf"):
+        text += ".0"
+    return text
+
+
+def _split_codes(values: Sequence[str]) -> list[str]:
+    out = []
+    for v in values:
+        for c in v.replace("[", " ").replace("]", " ").replace("'", " ").replace('"', " ") \
+                .replace(",", " ").split():
+            out.append(c)
+    return out
+
+
+def _cmd_oracle(args) -> int:
+    from . import oracle
+    if args.paradl:
+        missing = [flag for flag, v in (("-net", args.net), ("-plat", args.plat),
+                                        ("--paratype", args.paratype), ("--cmaxp", args.cmaxp),
+                                        ("--cmaxB", args.cmaxB), ("--cBon", args.cBon))
+                   if v is None]
+        if missing:
+            raise _UsageError(f"oracle --paradl needs {', '.join(missing)}")
+        if args.goal != 1:
+            raise _UsageError(f"-goal {args.goal}: only ParaDL's goal 1 (the SUMMARY) is "
+                              "implemented")
+        rows = oracle.paradl_summary(args.net, args.plat, _split_codes(args.paratype),
+                                     max_devices=args.cmaxp, max_batch=args.cmaxB,
+                                     batch_per_device=args.cBon, layer_mask=args.lc)
+        if args.json:
+            _json_out(rows)
+        elif args.csv:
+            import csv
+            import io
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=list(oracle._SUMMARY_KEYS),
+                               lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+            _out(buf.getvalue())
+        else:
+            _out("==================SUMMARY==================")
+            _out("name\t\tB\tp\tMem (bytes)\tTcomp (s)\tTcomm(s)\tTime(s)\tCost(min*Node)")
+            for r in rows:
+                _out("\t".join([r["name"], ""] + [_py2(r[k]) for k in (
+                    "B", "p", "mem_bytes", "comp_s", "comm_s", "time_s",
+                    "cost_node_minutes")]))
+        if args.plot:
+            from .report import plot_oracle_scaling
+            plot_oracle_scaling([{"strategy": r["name"], "devices": int(r["p"]),
+                                  "compute_seconds": r["comp_s"],
+                                  "communication_seconds": r["comm_s"]} for r in rows],
+                                args.plot, title=Path(args.net).name)
+        return EXIT_OK
+
+    if args.model is None or args.cluster is None:
+        raise _UsageError("oracle needs MODEL and --cluster (or --paradl with ParaDL's "
+                          "arguments)")
+    model = args.model
+    dataset = args.dataset_size
+    if not (Path(model).suffix in (".net", ".net_sc", ".json", ".gz")
+            or model.endswith(".net_256") or Path(model).exists()):
+        from . import models
+        model = models.get(model)
+        dataset = dataset or 1_281_167
+    elif Path(model).suffix in (".json", ".gz"):
+        from .graph import LayerGraph
+        model = LayerGraph.load(model)
+        dataset = dataset or 1_281_167
+    devices = args.devices or (1, 2, 4, 8, 16, 32, 64)
+    cluster = args.cluster
+    from . import clusters
+    if cluster in clusters.names():
+        # a preset grows to as many nodes as the largest device count needs
+        topo = clusters.get(cluster)
+        per_node = topo.levels[0].fanout if len(topo.levels) > 1 else topo.n_devices
+        if max(devices) > topo.n_devices:
+            cluster = clusters.get(cluster, nodes=-(-max(devices) // per_node))
+        else:
+            cluster = topo
+    projections = []
+    for s in [x for x in args.strategy.split(",") if x.strip()]:
+        projections.append(oracle.project(
+            model, cluster, s.strip(), devices=devices, batch_per_device=args.batch_per_device,
+            dataset_size=dataset, scaling=args.scaling, mode=args.mode,
+            layer_mask=args.layer_mask))
+    if args.json:
+        _out("[" + ",\n".join(pr.to_json() for pr in projections) + "]")
+    elif args.csv:
+        for i, pr in enumerate(projections):
+            text = pr.to_csv()
+            _out(text if i == 0 else text.split("\n", 1)[1])
+    else:
+        from .units import format_bytes
+        for pr in projections:
+            _out(f"{pr.strategy} on {pr.cluster} ({pr.model}, {pr.scaling} scaling, "
+                 f"{pr.dataset_size} samples per epoch, mode {pr.mode}): time per epoch")
+            _out(f"  {'devices':>7} {'batch':>8} {'compute s':>11} {'comm s':>11} "
+                 f"{'total s':>11} {'memory':>9}  fits")
+            for r in pr.rows:
+                if not r.applicable:
+                    _out(f"  {r.devices:>7} {'':>8} not applicable: {r.reason}")
+                    continue
+                _out(f"  {r.devices:>7} {r.batch:>8g} {r.compute_s:>11.4g} {r.comm_s:>11.4g} "
+                     f"{r.total_s:>11.4g} {format_bytes(r.memory_bytes):>9}  "
+                     f"{'yes' if r.fits else 'NO'}")
+            _out(f"  -> {pr.bottleneck()}")
+    if args.plot:
+        from .report import plot_oracle_scaling
+        rows = [{"strategy": pr.strategy, "devices": r.devices, "compute_seconds": r.compute_s,
+                 "communication_seconds": r.comm_s, "feasible": r.fits}
+                for pr in projections for r in pr.rows if r.applicable]
+        if not rows:
+            raise _UsageError("nothing to plot: no strategy applies at these device counts")
+        plot_oracle_scaling(rows, args.plot, title=f"{projections[0].model} on "
+                                                   f"{projections[0].cluster}")
+    return EXIT_OK
+
+
+def _cmd_sweep(args) -> int:
+    from .sweep import FAILED_STATUSES, load_sweep, read_results, run_sweep
+    sweep = load_sweep(args.file)
+    if args.list:
+        done = read_results(args.out) if Path(args.out).exists() else {}
+        for it in sweep.items:
+            status = done.get(it.id, {}).get("status", "-")
+            _out(f"{it.id}  {status:10s} {it.label()}")
+        return EXIT_OK
+    logging.getLogger("milp_parallel.sweep").setLevel(
+        min(logging.getLogger("milp_parallel.sweep").getEffectiveLevel(), logging.INFO))
+    summary = run_sweep(sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,
+                        retry_failed=args.retry_failed, progress=args.progress)
+    _out(str(summary))
+    results = read_results(args.out)
+    failed = [it for it in sweep.items
+              if results.get(it.id, {}).get("status") in FAILED_STATUSES]
+    if failed:
+        sys.stderr.write(f"{PROG}: error: {len(failed)} of {len(sweep.items)} items failed "
+                         "(see their 'error' field; re-run with --retry-failed)\n")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _cmd_report(args) -> int:
+    from .report import plot_plan, write_report
+    path = Path(args.file)
+    if not path.exists():
+        raise FormatError(f"{path}: no such file")
+    head = path.read_text(encoding="utf-8", errors="replace").lstrip()[:4096]
+    if head.startswith("{") and '"milp_parallel.plan"' in head and "\n{" not in head:
+        from .plan import Plan
+        plan = Plan.load(path)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        f = plot_plan(plan, out / f"plan.{args.format}")
+        (out / "plan.txt").write_text(str(plan) + "\n", encoding="utf-8")
+        _out(f"wrote {f} and {out / 'plan.txt'}")
+        return EXIT_OK
+    files = write_report(path, args.out, fmt=args.format, plots=args.plots)
+    _out("wrote " + ", ".join(str(f) for f in files))
+    return EXIT_OK
+
+
+def _cmd_models(args) -> int:
+    from . import models
+    rows = []
+    for name in models.names():
+        g = models.get(name)
+        rows.append({"name": name, "layers": len(g), "params": int(g.param_count()),
+                     "batch_size": int(g.batch_size),
+                     "gflops_per_sample": float(g.flops()) / 1e9})
+    if args.json:
+        _json_out(rows)
+        return EXIT_OK
+    _out(f"{'model':16s} {'layers':>6} {'params':>14} {'batch':>6} {'GFLOP/sample':>13}")
+    for r in rows:
+        _out(f"{r['name']:16s} {r['layers']:>6} {r['params']:>14,} {r['batch_size']:>6} "
+             f"{r['gflops_per_sample']:>13.3f}")
+    return EXIT_OK
+
+
+def _cmd_clusters(args) -> int:
+    from . import clusters
+    from .units import format_bandwidth, format_bytes
+    rows = []
+    for name in clusters.names():
+        t = clusters.get(name)
+        rows.append({"name": name, "devices": int(t.n_devices), "device": t.device.name,
+                     "memory_bytes": float(t.device.memory_bytes),
+                     "peak_flops": float(t.device.peak_flops),
+                     "efficiency": float(t.device.efficiency),
+                     "levels": [{"name": lv.name, "fanout": int(lv.fanout),
+                                 "bandwidth_bytes_per_s": float(lv.bandwidth_bytes_per_s),
+                                 "latency_s": float(lv.latency_s)} for lv in t.levels]})
+    if args.json:
+        _json_out(rows)
+        return EXIT_OK
+    _out(f"{'cluster':10s} {'devices':>7}  {'device':16s} {'memory':>8} {'TFLOP/s':>8}  links "
+         "(innermost first)")
+    for r in rows:
+        links = ", ".join(f"{lv['fanout']} x {lv['name']} {format_bandwidth(lv['bandwidth_bytes_per_s'])}"
+                          for lv in r["levels"])
+        _out(f"{r['name']:10s} {r['devices']:>7}  {r['device']:16s} "
+             f"{format_bytes(r['memory_bytes'], binary=False):>8} "
+             f"{r['peak_flops'] / 1e12:>8.3g}  {links}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- entry point
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    root = logging.getLogger()
+    if not any(getattr(h, "_milp_parallel", False) for h in root.handlers):
+        h = logging.StreamHandler(sys.stderr)
+        h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        h._milp_parallel = True  # type: ignore[attr-defined]
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``milp-parallel`` with ``argv`` (default ``sys.argv[1:]``); return the exit code.
+
+    Examples
+    --------
+    >>> main(["clusters"])  # doctest: +SKIP
+    0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    _setup_logging(getattr(args, "verbose", 0))
+    debug = getattr(args, "debug", False)
+
+    def fail(code: int, message: str) -> int:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write(f"{PROG}: error: {' '.join(str(message).split())}\n")
+        return code
+
+    try:
+        return int(args.func(args))
+    except _UsageError as exc:
+        return fail(EXIT_USAGE, f"{exc} (see {PROG} {args.command} --help)")
+    except InfeasibleError as exc:
+        return fail(EXIT_FAILED, f"infeasible: {exc}")
+    except CrossCheckError as exc:
+        return fail(EXIT_FAILED, f"cross-check failed: {exc}")
+    except _USAGE_ERRORS as exc:
+        return fail(EXIT_USAGE, str(exc))
+    except MilpParallelError as exc:
+        return fail(EXIT_FAILED, str(exc))
+    except ImportError as exc:
+        return fail(EXIT_FAILED, str(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except OSError as exc:
+        return fail(EXIT_FAILED, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except Exception as exc:  # noqa: BLE001 - one line, traceback only with --debug
+        return fail(EXIT_FAILED, f"internal error: {type(exc).__name__}: {exc} (run with "
+                                 "--debug for the traceback and please report it)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
