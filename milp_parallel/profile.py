@@ -1,0 +1,638 @@
+"""Measured layer costs: time each layer's tiles with real torch operators.
+
+:func:`profile_layers` builds, for every layer and every distinct local tile shape that its
+configurations produce, the torch operator the layer stands for on a tile-shaped input, and
+times forward + backward (the median of ``repeats`` runs after ``warmup`` runs). The result is
+a :class:`ProfileTable`, which :class:`~milp_parallel.costs.CostModel` accepts as ``profile``:
+its :meth:`ProfileTable.lookup` answers ``lookup(layer, tile_shape) -> seconds or None`` and
+the cost model counts the misses (``CostModel.profile_stats``) and falls back to its FLOP
+estimate for them.
+
+What is timed for a tile
+------------------------
+The tile is the largest output tile of a configuration, ``ceil(output_shape / degrees)``
+(:func:`milp_parallel.configs.tile_extent`). Each input's tile is the input region
+(:meth:`~milp_parallel.graph.Layer.input_region`) that an output box of that shape needs,
+with the box placed in the middle of the output, so a convolution tile gets its full halo
+(an interior tile; tiles on the border need less). The operator is then built from the
+layer's attributes for those shapes:
+
+============  ==================================================================
+op            torch operator (forward, then ``autograd.grad`` of every input and
+              weight)
+============  ==================================================================
+conv          ``F.conv{1,2,3}d``; a channel split = fewer output channels (the
+              weight shard), groups scaled with it; padding as in the layer
+pool          ``F.max_pool*`` / ``F.avg_pool*``
+adaptive_pool ``F.adaptive_*_pool*`` to the tile's spatial extent
+global_pool   mean / amax over the spatial dims
+linear        ``F.linear`` with a weight shard of the tile's output features
+batchnorm     ``F.batch_norm`` in training mode; layernorm ``F.layer_norm``
+elementwise   ``torch.<fn>`` / ``F.<fn>`` when it exists, else one multiply
+add, mul      sum / product of the input tiles
+concat        ``torch.cat``; flatten / reshape ``reshape``; transpose
+              ``permute(...).contiguous()``
+dropout       ``F.dropout`` (training); softmax ``F.softmax`` on the last dim
+loss          ``F.cross_entropy`` against random labels
+embedding     ``F.embedding`` with a table shard of the tile's features
+matmul        ``torch.matmul``
+============  ==================================================================
+
+``input`` layers are not timed; :meth:`ProfileTable.lookup` answers 0.0 for them.
+
+Table keys
+----------
+An entry is keyed by ``(op, signature, tile_shape, dtype, device)``. The signature is a
+canonical JSON string of the op, the layer's attributes and the input tile shapes, so two
+layers that do the same work on the same tile (the repeated blocks of a ResNet) share one
+measurement, and a table measured for one graph answers for every graph with identical
+layers. Tile shapes include the local batch: a table measured at one batch size does not
+answer for another.
+
+JSON format (version 1)
+-----------------------
+``{"format": "milp_parallel.profile", "version": 1, "dtype": str, "device": str,
+"meta": {"device_name", "torch_version", "repeats", "warmup", "threads", ...},
+"entries": [{"op", "signature", "tile_shape": [...], "dtype", "device", "seconds"}, ...]}``.
+
+Examples
+--------
+>>> from milp_parallel.graph import LayerGraph
+>>> g = LayerGraph()
+>>> _ = g.input("x", (4, 3, 16, 16))
+>>> _ = g.conv("conv", "x", 8, 3, padding=1)
+>>> table = profile_layers(g, [("conv", (4, 8, 16, 16)), ("conv", (4, 4, 16, 16))],
+...                        repeats=3, warmup=1)                       # doctest: +SKIP
+>>> table.lookup(g.layer("conv"), (4, 4, 16, 16)) > 0                 # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import FormatError, InvalidGraphError
+from .importers._optional import require
+
+__all__ = ["ProfileEntry", "ProfileTable", "profile_layers", "profile_model",
+           "layer_signature", "needed_tiles", "PROFILE_FORMAT", "PROFILE_FORMAT_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+PROFILE_FORMAT = "milp_parallel.profile"
+PROFILE_FORMAT_VERSION = 1
+_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+# ----------------------------------------------------------------------------- keys
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in sorted(v.items())}
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
+
+
+def _input_tiles(layer: Any, tile_shape: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """The shapes of the input regions a centred output box of ``tile_shape`` needs."""
+    out = np.asarray(layer.output_shape, dtype=np.int64)
+    tile = np.minimum(np.asarray(tile_shape, dtype=np.int64), out)
+    lo = (out - tile) // 2
+    hi = lo + tile
+    shapes = []
+    for i in range(len(layer.inputs)):
+        in_lo, in_hi = layer.input_region(i, lo, hi)
+        shapes.append(tuple(int(x) for x in (in_hi - in_lo)))
+    return tuple(shapes)
+
+
+def _check_tile(layer: Any, tile_shape: Sequence[int]) -> tuple[int, ...]:
+    tile = tuple(int(x) for x in tile_shape)
+    if len(tile) != len(layer.output_shape) or any(
+            t < 1 or t > s for t, s in zip(tile, layer.output_shape)):
+        raise InvalidGraphError(
+            f"layer {layer.name!r}: tile shape {tile} must have one positive extent per "
+            f"output dim, each at most the output shape {layer.output_shape}")
+    return tile
+
+
+def layer_signature(layer: Any, tile_shape: Sequence[int]) -> str:
+    """The part of a table key that says what work a tile does.
+
+    Parameters
+    ----------
+    layer : Layer
+    tile_shape : sequence of int
+        The output tile's extent per output dim (batch first).
+
+    Returns
+    -------
+    str
+        Canonical JSON of the op, its attributes and the input tile shapes.
+
+    Raises
+    ------
+    InvalidGraphError
+        When ``tile_shape`` does not fit the layer's output.
+    """
+    tile = _check_tile(layer, tile_shape)
+    ins = _input_tiles(layer, tile) if layer.op != "input" else ()
+    return json.dumps({"op": layer.op, "attrs": _jsonable(dict(layer.attrs)),
+                       "in": [list(s) for s in ins]}, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    """One measurement: forward+backward seconds of one tile of one kind of layer."""
+
+    op: str
+    signature: str
+    tile_shape: tuple[int, ...]
+    dtype: str
+    device: str
+    seconds: float
+
+    @property
+    def key(self) -> tuple:
+        """``(op, signature, tile_shape, dtype, device)``."""
+        return (self.op, self.signature, self.tile_shape, self.dtype, self.device)
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "signature": self.signature,
+                "tile_shape": list(self.tile_shape), "dtype": self.dtype,
+                "device": self.device, "seconds": self.seconds}
+
+
+@dataclass(frozen=True)
+class ProfileTable:
+    """Measured forward+backward seconds per (op, signature, tile shape, dtype, device).
+
+    Parameters
+    ----------
+    entries : iterable of ProfileEntry
+        Later entries with the same key replace earlier ones.
+    dtype, device : str
+        What :meth:`lookup` asks for by default (``"float32"``, ``"cpu"``, ``"cuda"``).
+    meta : mapping, optional
+        Provenance: ``device_name``, ``torch_version``, ``repeats``, ``warmup``, ...
+
+    Examples
+    --------
+    >>> t = ProfileTable([ProfileEntry("relu", "{}", (2, 3), "float32", "cpu", 1e-6)])
+    >>> len(t), ProfileTable.from_json(t.to_json()) == t
+    (1, True)
+    """
+
+    entries: tuple[ProfileEntry, ...] = ()
+    dtype: str = "float32"
+    device: str = "cpu"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    _index: Mapping[tuple, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[tuple, ProfileEntry] = {}
+        for e in self.entries:
+            if not isinstance(e, ProfileEntry):
+                raise FormatError(f"ProfileTable entries must be ProfileEntry, got {e!r}")
+            if not (math.isfinite(e.seconds) and e.seconds >= 0):
+                raise FormatError(f"profile entry for {e.op} tile {e.tile_shape} has "
+                                  f"seconds={e.seconds!r}; expected a finite number >= 0")
+            index[e.key] = e
+        object.__setattr__(self, "entries", tuple(index.values()))
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        object.__setattr__(self, "_index", MappingProxyType(
+            {k: e.seconds for k, e in index.items()}))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def key(self, layer: Any, tile_shape: Sequence[int], *, dtype: str | None = None,
+            device: str | None = None) -> tuple:
+        """The key :meth:`lookup` reads for this layer and tile."""
+        tile = _check_tile(layer, tile_shape)
+        return (layer.op, layer_signature(layer, tile), tile, dtype or self.dtype,
+                device or self.device)
+
+    def lookup(self, layer: Any, tile_shape: Sequence[int], *, dtype: str | None = None,
+               device: str | None = None) -> float | None:
+        """Measured forward+backward seconds of this tile, or None when not measured.
+
+        Parameters
+        ----------
+        layer : Layer
+        tile_shape : sequence of int
+            The output tile's extent per dim (batch first), as
+            :func:`milp_parallel.configs.tile_extent` computes it.
+        dtype, device : str, optional
+            Default: the table's.
+
+        Returns
+        -------
+        float or None
+            0.0 for ``input`` layers (nothing to compute).
+        """
+        if layer.op == "input":
+            return 0.0
+        try:
+            return self._index.get(self.key(layer, tile_shape, dtype=dtype, device=device))
+        except InvalidGraphError:
+            return None
+
+    def missing(self, pairs: Iterable[tuple[Any, Sequence[int]]]) -> list[tuple[str, tuple]]:
+        """The ``(layer name, tile shape)`` pairs :meth:`lookup` has no entry for."""
+        return [(layer.name, tuple(int(x) for x in tile)) for layer, tile in pairs
+                if self.lookup(layer, tile) is None]
+
+    def merge(self, other: "ProfileTable") -> "ProfileTable":
+        """A table with both tables' entries (``other`` wins on equal keys)."""
+        return ProfileTable(self.entries + other.entries, dtype=self.dtype,
+                            device=self.device, meta={**self.meta, **other.meta})
+
+    # ------------------------------------------------------------------ formats
+    def to_dict(self) -> dict:
+        return {"format": PROFILE_FORMAT, "version": PROFILE_FORMAT_VERSION,
+                "dtype": self.dtype, "device": self.device, "meta": _jsonable(dict(self.meta)),
+                "entries": [e.to_dict() for e in self.entries]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping, *, source: str = "<dict>") -> "ProfileTable":
+        """Read :meth:`to_dict`'s layout.
+
+        Raises
+        ------
+        FormatError
+            Wrong format name or version, or a malformed entry (names ``source``).
+        """
+        if not isinstance(data, Mapping) or data.get("format") != PROFILE_FORMAT:
+            raise FormatError(f"{source}: not a profile table (expected \"format\": "
+                              f"\"{PROFILE_FORMAT}\")")
+        if data.get("version") != PROFILE_FORMAT_VERSION:
+            raise FormatError(f"{source}: profile format version {data.get('version')!r} "
+                              f"is not supported (expected {PROFILE_FORMAT_VERSION})")
+        entries = []
+        for i, rec in enumerate(data.get("entries", [])):
+            try:
+                entries.append(ProfileEntry(
+                    op=str(rec["op"]), signature=str(rec["signature"]),
+                    tile_shape=tuple(int(x) for x in rec["tile_shape"]),
+                    dtype=str(rec["dtype"]), device=str(rec["device"]),
+                    seconds=float(rec["seconds"])))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise FormatError(f"{source}: entry {i} is malformed ({exc!r}); each entry "
+                                  f"needs op, signature, tile_shape, dtype, device, "
+                                  f"seconds") from None
+        return cls(tuple(entries), dtype=str(data.get("dtype", "float32")),
+                   device=str(data.get("device", "cpu")), meta=dict(data.get("meta", {})))
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "<json>") -> "ProfileTable":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{source}: not valid JSON ({exc})") from None
+        return cls.from_dict(data, source=source)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ProfileTable":
+        p = Path(path)
+        if not p.exists():
+            raise FormatError(f"profile file {str(p)!r} does not exist")
+        return cls.from_json(p.read_text(), source=str(p))
+
+
+# ----------------------------------------------------------------------------- tiles
+def needed_tiles(graph: Any, topology_or_configs: Any, *, options: Any = None
+                 ) -> list[tuple[Any, tuple[int, ...]]]:
+    """The distinct ``(layer, tile shape)`` pairs a cost model will look up.
+
+    Parameters
+    ----------
+    graph : LayerGraph
+    topology_or_configs : Topology, int or iterable of (layer or name, tile shape)
+        A topology (its device count) or a device count: every configuration of every
+        non-input layer (:func:`milp_parallel.configs.enumerate_configs`), tile
+        ``ceil(output_shape / degrees)``. Or an explicit list of pairs.
+    options : ConfigOptions, optional
+        Passed to ``enumerate_configs``.
+
+    Returns
+    -------
+    list of (Layer, tuple of int)
+        Without duplicates, in graph order.
+    """
+    if isinstance(topology_or_configs, (int, np.integer)) or hasattr(
+            topology_or_configs, "n_devices"):
+        from .configs import enumerate_configs, tile_extent
+
+        n = int(getattr(topology_or_configs, "n_devices", topology_or_configs))
+        pairs = []
+        for layer in graph.layers:
+            if layer.op == "input":
+                continue
+            cfg = enumerate_configs(layer, n, options=options)
+            ext = np.unique(tile_extent(np.asarray(layer.output_shape), cfg), axis=0)
+            pairs += [(layer, tuple(int(x) for x in row)) for row in ext]
+        return pairs
+    pairs, seen = [], set()
+    for item in topology_or_configs:
+        try:
+            who, tile = item
+        except (TypeError, ValueError):
+            raise InvalidGraphError(f"expected (layer, tile_shape) pairs, got {item!r}") from None
+        layer = graph.layer(who) if isinstance(who, str) else who
+        key = (layer.name, tuple(int(x) for x in tile))
+        if key not in seen:
+            seen.add(key)
+            pairs.append((layer, _check_tile(layer, tile)))
+    return pairs
+
+
+# ----------------------------------------------------------------------------- timing
+def _device_name(torch: Any, device: str) -> str:
+    if device.startswith("cuda"):
+        return str(torch.cuda.get_device_name(torch.device(device)))
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _runner(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str
+            ) -> Callable[[], None] | None:
+    """A closure running forward+backward of the layer's op on one tile, or None."""
+    F = torch.nn.functional
+    op, a = layer.op, layer.attrs
+    ins = _input_tiles(layer, tile)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def tensor(shape, grad=True):
+        t = torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(device=device,
+                                                                       dtype=dtype)
+        return t.requires_grad_(grad)
+
+    xs = [tensor(s) for s in ins]
+    leaves = list(xs)
+    nsp = len(tile) - 2
+
+    if op == "conv":
+        cout, cin, g = layer.output_shape[1], layer.input_shapes[0][1], a["groups"]
+        cout_t, cin_t = tile[1], ins[0][1]
+        g_t = max(1, math.gcd(math.gcd(cin_t, cout_t), max(1, round(g * cout_t / cout))))
+        w = tensor((cout_t, cin_t // g_t, *a["kernel"]))
+        b = tensor((cout_t,)) if a["bias"] else None
+        leaves += [w] + ([b] if b is not None else [])
+        conv = getattr(F, f"conv{nsp}d")
+        fn = lambda: conv(xs[0], w, b, a["stride"], a["padding"], a["dilation"], g_t)  # noqa
+        _ = cin
+    elif op == "pool":
+        kind = "max" if a["kind"] == "max" else "avg"
+        pool = getattr(F, f"{kind}_pool{nsp}d")
+        kw = dict(kernel_size=a["kernel"], stride=a["stride"], padding=a["padding"],
+                  ceil_mode=a["ceil_mode"])
+        if kind == "max":
+            kw["dilation"] = a["dilation"]
+        fn = lambda: pool(xs[0], **kw)  # noqa: E731
+    elif op == "adaptive_pool":
+        pool = getattr(F, f"adaptive_{a['kind']}_pool{nsp}d")
+        fn = lambda: pool(xs[0], tuple(tile[2:]))  # noqa: E731
+    elif op == "global_pool":
+        dims = tuple(range(2, len(tile)))
+        fn = (lambda: xs[0].mean(dims, keepdim=True)) if a["kind"] == "avg" else (
+            lambda: xs[0].amax(dims, keepdim=True))
+    elif op == "linear":
+        w = tensor((tile[-1], ins[0][-1]))
+        b = tensor((tile[-1],)) if a["bias"] else None
+        leaves += [w] + ([b] if b is not None else [])
+        fn = lambda: F.linear(xs[0], w, b)  # noqa: E731
+    elif op == "batchnorm":
+        w, b = tensor((ins[0][1],)), tensor((ins[0][1],))
+        leaves += [w, b]
+        fn = lambda: F.batch_norm(xs[0], None, None, w, b, training=True)  # noqa: E731
+    elif op == "layernorm":
+        w, b = tensor((ins[0][-1],)), tensor((ins[0][-1],))
+        leaves += [w, b]
+        fn = lambda: F.layer_norm(xs[0], (ins[0][-1],), w, b)  # noqa: E731
+    elif op == "elementwise":
+        name = str(a["fn"])
+        f = getattr(torch, name, None) or getattr(F, name, None)
+        fn = None
+        if callable(f):
+            try:
+                with torch.no_grad():
+                    f(xs[0][(0,) * xs[0].dim()].reshape(1))
+                fn = lambda: f(xs[0])  # noqa: E731
+            except Exception:
+                fn = None
+        if fn is None:
+            fn = lambda: xs[0] * 0.5  # noqa: E731
+    elif op == "add":
+        fn = lambda: sum(xs[1:], xs[0])  # noqa: E731
+    elif op == "mul":
+        def fn():
+            y = xs[0]
+            for t in xs[1:]:
+                y = y * t
+            return y
+    elif op == "concat":
+        axis = layer.dims.index(a["dim"])
+        fn = lambda: torch.cat(xs, dim=axis)  # noqa: E731
+    elif op in ("flatten", "reshape"):
+        fn = lambda: xs[0].reshape(xs[0].shape[0], -1)  # noqa: E731
+    elif op == "transpose":
+        perm = tuple(a["perm"])
+        fn = lambda: xs[0].permute(perm).contiguous()  # noqa: E731
+    elif op == "dropout":
+        fn = lambda: F.dropout(xs[0], a["p"], training=True)  # noqa: E731
+    elif op == "softmax":
+        fn = lambda: F.softmax(xs[0], dim=-1)  # noqa: E731
+    elif op == "loss":
+        logits = xs[0].reshape(-1, ins[0][-1]) if len(ins[0]) > 1 else xs[0].reshape(-1, 1)
+        target = torch.randint(0, logits.shape[-1], (logits.shape[0],), generator=gen
+                               ).to(device)
+        fn = lambda: F.cross_entropy(xs[0].reshape(logits.shape), target)  # noqa: E731
+    elif op == "embedding":
+        ids = torch.randint(0, a["vocab"], ins[0], generator=gen).to(device)
+        w = tensor((a["vocab"], tile[-1]))
+        xs, leaves = [], [w]
+        fn = lambda: F.embedding(ids, w)  # noqa: E731
+    elif op == "matmul":
+        fn = lambda: torch.matmul(xs[0], xs[1])  # noqa: E731
+    else:
+        return None
+
+    y0 = fn()
+    grad = torch.randn(tuple(y0.shape), generator=gen).to(device=device, dtype=y0.dtype)
+
+    def run() -> None:
+        y = fn()
+        torch.autograd.grad(y, leaves, grad, allow_unused=True)
+
+    return run
+
+
+def _time(torch: Any, run: Callable[[], None], repeats: int, warmup: int, device: str
+          ) -> float:
+    cuda = device.startswith("cuda")
+    for _ in range(warmup):
+        run()
+    if cuda:
+        torch.cuda.synchronize()
+    times = np.empty(repeats)
+    for r in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+        times[r] = time.perf_counter() - t0
+    return float(np.median(times))
+
+
+def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
+                   repeats: int = 5, warmup: int = 2, dtype: str = "float32",
+                   options: Any = None, table: ProfileTable | None = None) -> ProfileTable:
+    """Time forward+backward of every needed (layer, tile shape) with torch.
+
+    Parameters
+    ----------
+    graph : LayerGraph
+    topology_or_configs : Topology, int or iterable of (layer or name, tile shape)
+        What to measure, see :func:`needed_tiles`.
+    device : str
+        ``"cpu"``, ``"cuda"`` or ``"cuda:1"``...
+    repeats, warmup : int
+        Timed runs (the median is kept) and untimed runs before them, per entry.
+    dtype : {"float32", "float16", "bfloat16", "float64"}
+    options : ConfigOptions, optional
+        For enumerating configurations.
+    table : ProfileTable, optional
+        Entries already measured (same dtype and device) are reused, not re-timed.
+
+    Returns
+    -------
+    ProfileTable
+        One entry per distinct key; ``meta`` records the device name, torch version,
+        thread count, repeats and warmup. Tiles whose operator cannot be built or run are
+        skipped with a warning (their lookups fall back to the estimate).
+
+    Raises
+    ------
+    MissingDependencyError
+        Without torch (``pip install milp_parallel[torch]``).
+    InvalidGraphError
+        Bad ``repeats``/``warmup``/``dtype``/``device`` or tile shapes.
+    """
+    torch = require("torch", "torch", "profile_layers()")
+    if dtype not in _DTYPES:
+        raise InvalidGraphError(f"profile dtype {dtype!r} is not one of {_DTYPES}")
+    if int(repeats) < 1 or int(warmup) < 0:
+        raise InvalidGraphError(f"repeats={repeats} must be >= 1 and warmup={warmup} >= 0")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InvalidGraphError(f"device {device!r} asked for but torch.cuda is not "
+                                f"available; use device='cpu'")
+    if not (device == "cpu" or device.startswith("cuda")):
+        raise InvalidGraphError(f"device {device!r}: use 'cpu' or 'cuda[:i]'")
+    tdtype = getattr(torch, dtype)
+    done = dict(table._index) if table is not None else {}
+    entries = list(table.entries) if table is not None else []
+    pairs = needed_tiles(graph, topology_or_configs, options=options)
+    for layer, tile in pairs:
+        key = (layer.op, layer_signature(layer, tile), tile, dtype, device)
+        if key in done:
+            continue
+        try:
+            run = _runner(torch, layer, tile, tdtype, device)
+            if run is None:
+                logger.warning("profile: op %r of layer %r has no torch operator; skipped",
+                               layer.op, layer.name)
+                continue
+            seconds = _time(torch, run, int(repeats), int(warmup), device)
+        except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+            logger.warning("profile: layer %r tile %s could not be timed (%s); its lookups "
+                           "fall back to the estimate", layer.name, tile, exc)
+            continue
+        done[key] = seconds
+        entries.append(ProfileEntry(*key, seconds=seconds))
+        logger.debug("profile: %s %s tile %s: %.3g s", layer.name, layer.op, tile, seconds)
+    meta = {"device_name": _device_name(torch, device), "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(), "repeats": int(repeats),
+            "warmup": int(warmup), "graph": getattr(graph, "name", "")}
+    return ProfileTable(tuple(entries), dtype=dtype, device=device, meta=meta)
+
+
+def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, *,
+                  nodes: int | None = None, devices: int | None = None,
+                  batch_size: int | None = None, device: str = "cpu", repeats: int = 5,
+                  warmup: int = 2, dtype: str = "float32", options: Any = None
+                  ) -> ProfileTable:
+    """Profile a zoo model (or graph) for a preset cluster (or topology); save the table.
+
+    The API behind ``milp-parallel profile MODEL --cluster NAME --out profile.json``.
+
+    Parameters
+    ----------
+    model : str or LayerGraph
+        A zoo name (:func:`milp_parallel.models.get`) or a graph.
+    cluster : str or Topology
+        A preset name (:func:`milp_parallel.clusters.get`) or a topology.
+    out_path : path, optional
+        Where to write the table's JSON.
+    nodes : int, optional
+        Nodes of the preset cluster.
+    devices : int, optional
+        Use only the first ``devices`` devices (``Topology.with_devices``).
+    batch_size : int, optional
+        Rebatch the graph (``LayerGraph.with_batch_size``).
+    device, repeats, warmup, dtype, options
+        As :func:`profile_layers`.
+
+    Returns
+    -------
+    ProfileTable
+    """
+    if isinstance(model, str):
+        from . import models
+
+        graph = models.get(model) if batch_size is None else models.get(model,
+                                                                         batch_size=batch_size)
+    else:
+        graph = model
+    if batch_size is not None and graph.batch_size != batch_size:
+        graph = graph.with_batch_size(batch_size)
+    if isinstance(cluster, str):
+        from . import clusters
+
+        topology = clusters.get(cluster, nodes)
+    else:
+        topology = cluster
+    if devices is not None:
+        topology = topology.with_devices(int(devices))
+    table = profile_layers(graph, topology, device=device, repeats=repeats, warmup=warmup,
+                           dtype=dtype, options=options)
+    if out_path is not None:
+        table.save(out_path)
+    return table
