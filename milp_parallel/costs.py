@@ -1,0 +1,309 @@
+"""The cost model: compute, gradient sync, redistribution and memory of every configuration.
+
+All methods take a whole ``(K, ndim)`` array of configurations (see :mod:`.configs`, whose
+placement rule decides which device holds which tile) and answer for all of them at once.
+Times are seconds per training step (forward + backward); memory is bytes per device.
+
+- :meth:`CostModel.compute_seconds` (``t_c``): FLOPs of the largest tile, forward plus
+  backward, over ``peak_flops * efficiency``. Layer FLOPs are assumed proportional to the
+  output elements a tile computes. Backward = ``backward_factor`` (2) x forward for layers
+  with parameters (input gradient + weight gradient), ``backward_factor_no_params`` (1) x
+  forward otherwise (input gradient only). With a ``profile`` (any object with
+  ``lookup(layer, tile_shape) -> seconds or None``), a measured forward+backward time of the
+  largest tile replaces the estimate; misses fall back and are counted in
+  :attr:`CostModel.profile_stats`.
+- :meth:`CostModel.sync_seconds` (``t_s``): ring all-reduce of the weight shard (``params /
+  prod(degrees of weight_split_dims) * bytes_per_element``) among the replicas holding the same
+  shard, on the slowest link that ring crosses; the slowest of the rings (they run in
+  parallel). 0 without parameters or without replicas.
+- :meth:`CostModel.transfer_seconds` (``t_x``): redistribution of one edge's tensor. Forward:
+  every consumer device receives the part of the input region its tile needs
+  (``consumer.input_region``) that it does not hold under the producer's layout. A receiver's time is the sum over the levels the data crosses of ``alpha + bytes / bandwidth``
+  (latency counted once per level that carries data: the messages over one level are issued
+  together); devices receive in parallel, so the forward costs the **max over receivers**.
+  The backward pass sends the gradient of every received region back over the same links
+  (the same bytes per pair of devices, reversed); it is charged the forward time, so ``t_x =
+  (1 + backward_transfer_factor) x forward`` with the factor 1 by default. That is exact for
+  halo exchanges and for re-layouts where every device receives as much as it sends (e.g.
+  sample-split <-> channel-split on as many devices); when one side uses fewer devices the
+  reverse direction may be slower (those devices receive more) and this under-estimates it.
+  0 when the layouts match.
+- :meth:`CostModel.memory_bytes`: per device, ``(2 + optimizer_state_factor)`` x the weight
+  shard it holds (weights, gradients, optimizer state; the default 2 is Adam's two moments, 0
+  gives ParaDL's accounting) plus its output tile, kept for the backward pass. Devices a
+  configuration does not use hold 0.
+
+How ``t_x`` is computed fast: data that reaches a device over level ``l`` of the hierarchy is
+what its need box shares with the part of the tensor held inside its level-``l`` unit (its
+node, its group of nodes) minus what it shares with the part held one level below. Under the
+placement rule an aligned block of devices holds a box (exact with power-of-two degrees and
+fanouts); for other spaces the bounding box is used, which may under-count remote bytes. So a
+receiver needs ``levels + 1`` box intersections instead of one per sender, computed with numpy
+over all ``(K_u, K_v, devices)`` at once; identical edges (same producer tiles, same need
+boxes) are computed once per :class:`CostModel`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import numpy as np
+
+from .configs import tile_boxes, tile_extent
+from .errors import InvalidTopologyError
+from .topology import Topology
+
+__all__ = ["CostModel"]
+
+logger = logging.getLogger(__name__)
+
+
+def _digest(*arrays: np.ndarray) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.digest()
+
+
+class CostModel:
+    """Vectorized costs of layer configurations on a topology.
+
+    Parameters
+    ----------
+    topology : Topology
+    bytes_per_element : int, default 4
+        4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike).
+    optimizer_state_factor : float, default 2.0
+        Optimizer state per weight, in weights (Adam: 2, SGD with momentum: 1, plain SGD: 0).
+    backward_factor : float, default 2.0
+        Backward FLOPs / forward FLOPs for layers with parameters.
+    backward_factor_no_params : float, default 1.0
+        The same for layers without parameters.
+    backward_transfer_factor : float, default 1.0
+        Backward redistribution time / forward redistribution time (see the module docstring).
+    profile : object, optional
+        Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time).
+
+    Raises
+    ------
+    InvalidTopologyError
+        When ``topology`` is not a Topology, or a factor is negative.
+
+    Examples
+    --------
+    >>> from milp_parallel import clusters
+    >>> from milp_parallel.graph import LayerGraph
+    >>> g = LayerGraph()
+    >>> _ = g.input("x", (8, 16))
+    >>> _ = g.linear("fc", "x", 16)
+    >>> cm = CostModel(clusters.get("abci", nodes=1))
+    >>> # 2 (r - 1) (alpha + shard / r / bw), shard = 272 params x 4 B, r = 4 replicas
+    >>> cm.sync_seconds(g.layer("fc"), np.array([[1, 1], [4, 1], [1, 4]])).tolist()
+    [0.0, 5.403264e-05, 0.0]
+    """
+
+    def __init__(self, topology: Topology, *, bytes_per_element: int = 4,
+                 optimizer_state_factor: float = 2.0, backward_factor: float = 2.0,
+                 backward_factor_no_params: float = 1.0, backward_transfer_factor: float = 1.0,
+                 profile: Any = None) -> None:
+        if not isinstance(topology, Topology):
+            raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
+        for what, v in (("bytes_per_element", bytes_per_element),
+                        ("optimizer_state_factor", optimizer_state_factor),
+                        ("backward_factor", backward_factor),
+                        ("backward_factor_no_params", backward_factor_no_params),
+                        ("backward_transfer_factor", backward_transfer_factor)):
+            if not np.isfinite(v) or v < 0 or (what == "bytes_per_element" and v <= 0):
+                raise InvalidTopologyError(f"CostModel: {what} must be a non-negative number "
+                                           f"(bytes_per_element positive), got {v!r}")
+        if profile is not None and not callable(getattr(profile, "lookup", None)):
+            raise InvalidTopologyError("CostModel: profile must have a lookup(layer, "
+                                       f"tile_shape) method, got {profile!r}")
+        self.topology = topology
+        self.bytes_per_element = bytes_per_element
+        self.optimizer_state_factor = float(optimizer_state_factor)
+        self.backward_factor = float(backward_factor)
+        self.backward_factor_no_params = float(backward_factor_no_params)
+        self.backward_transfer_factor = float(backward_transfer_factor)
+        self.profile = profile
+        #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
+        self.profile_stats = {"hits": 0, "fallbacks": 0}
+        self._sync_cache: dict = {}
+        self._tx_cache: dict = {}
+        lv = topology.levels
+        self._bw = np.array([x.bandwidth_bytes_per_s for x in lv], float)
+        self._lat = np.array([x.latency_for(2) for x in lv], float)
+        self._blocks = (1,) + topology.group_sizes
+
+    def __repr__(self) -> str:
+        return (f"CostModel({self.topology.name!r}, {self.topology.n_devices} devices, "
+                f"{self.bytes_per_element} B/element, optimizer x{self.optimizer_state_factor:g}"
+                f"{', profiled' if self.profile is not None else ''})")
+
+    def _configs(self, layer, configs) -> np.ndarray:
+        c = np.atleast_2d(np.asarray(configs, dtype=np.int64))
+        if c.shape[1] != len(layer.dims):
+            raise InvalidTopologyError(
+                f"layer {layer.name!r}: configurations have {c.shape[1]} degrees, the layer "
+                f"has {len(layer.dims)} dims {layer.dims}")
+        if c.prod(axis=1).max() > self.topology.n_devices:
+            raise InvalidTopologyError(
+                f"layer {layer.name!r}: a configuration uses {int(c.prod(axis=1).max())} "
+                f"devices, the topology has {self.topology.n_devices}")
+        return c
+
+    # ------------------------------------------------------------------ t_c
+    def compute_seconds(self, layer, configs) -> np.ndarray:
+        """Forward+backward time of the largest tile, shape (K,)."""
+        c = self._configs(layer, configs)
+        shape = np.asarray(layer.output_shape, dtype=np.int64)
+        ext = tile_extent(shape, c)
+        frac = ext.prod(axis=1).astype(float) / float(np.prod(shape, dtype=float))
+        factor = 1.0 + (self.backward_factor if layer.params > 0
+                        else self.backward_factor_no_params)
+        total = float(layer.flops) * float(layer.output_shape[0]) * factor
+        out = total * frac / self.topology.device.effective_flops
+        if self.profile is not None and layer.op != "input":
+            for k in range(len(c)):
+                t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
+                if t is None:
+                    self.profile_stats["fallbacks"] += 1
+                else:
+                    self.profile_stats["hits"] += 1
+                    out[k] = float(t)
+        return out
+
+    # ------------------------------------------------------------------ t_s
+    def _sync_rings(self, degrees: tuple[int, ...], split: tuple[bool, ...]
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+        key = (degrees, split)
+        hit = self._sync_cache.get(key)
+        if hit is None:
+            d = np.array(degrees, dtype=np.int64)
+            t = np.arange(int(d.prod()))
+            coord = np.stack(np.unravel_index(t, d), axis=1)
+            mask = np.array(split, bool)
+            shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask])) \
+                if mask.any() else np.zeros(len(t), np.int64)
+            n_shards = int(d[mask].prod()) if mask.any() else 1
+            rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
+            alpha, bw, r = self.topology.ring_parameters(rings)
+            hit = (np.atleast_1d(alpha), np.atleast_1d(bw), r)
+            self._sync_cache[key] = hit
+        return hit
+
+    def sync_seconds(self, layer, configs) -> np.ndarray:
+        """Gradient all-reduce time of the weight shard among its replicas, shape (K,)."""
+        c = self._configs(layer, configs)
+        out = np.zeros(len(c))
+        if layer.params <= 0:
+            return out
+        split = tuple(d in layer.weight_split_dims for d in layer.dims)
+        mask = np.array(split, bool)
+        shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
+        shard_bytes = float(layer.params) * self.bytes_per_element / shards
+        for k in range(len(c)):
+            alpha, bw, r = self._sync_rings(tuple(int(x) for x in c[k]), split)
+            if r > 1:
+                out[k] = np.max(2.0 * (r - 1) * (alpha + (shard_bytes[k] / r) / bw))
+        return out
+
+    # ------------------------------------------------------------------ memory
+    def memory_bytes(self, layer, configs) -> np.ndarray:
+        """Bytes each device holds for this layer, shape (K, n_devices)."""
+        c = self._configs(layer, configs)
+        n = self.topology.n_devices
+        lo, hi, valid = tile_boxes(layer.output_shape, c, n_tiles=n)
+        act = (hi - lo).prod(axis=2).astype(float) * self.bytes_per_element
+        if layer.params > 0:
+            mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
+            shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
+            w = (2.0 + self.optimizer_state_factor) * layer.params * self.bytes_per_element
+            act = act + np.where(valid, (w / shards)[:, None], 0.0)
+        return act
+
+    # ------------------------------------------------------------------ t_x
+    def transfer_seconds(self, producer, consumer, input_index: int, cfg_u, cfg_v
+                         ) -> np.ndarray:
+        """Redistribution time of the tensor ``producer -> consumer`` (its input
+        ``input_index``), forward and backward, for every pair of configurations.
+
+        ``cfg_u`` rows are degrees aligned with ``producer.dims``, ``cfg_v`` with
+        ``consumer.dims``; tiles are placed by the rule of :mod:`.configs`.
+
+        Returns
+        -------
+        numpy.ndarray, shape (K_u, K_v)
+        """
+        cu = self._configs(producer, cfg_u)
+        cv = self._configs(consumer, cfg_v)
+        p_lo, p_hi, _ = tile_boxes(producer.output_shape, cu)
+        o_lo, o_hi, ok = tile_boxes(consumer.output_shape, cv)
+        r_lo, r_hi = consumer.input_region(input_index, o_lo, o_hi)
+        r_lo = np.where(ok[..., None], r_lo, 0)
+        r_hi = np.where(ok[..., None], r_hi, 0)
+        if r_lo.shape[-1] != p_lo.shape[-1]:
+            raise InvalidTopologyError(
+                f"edge {producer.name!r} -> {consumer.name!r}: input {input_index} has "
+                f"{r_lo.shape[-1]} dims, the producer's output {p_lo.shape[-1]}")
+        tu = cu.prod(axis=1)
+        tv = cv.prod(axis=1)
+        key = _digest(p_lo, p_hi, r_lo, r_hi)
+        hit = self._tx_cache.get(key)
+        if hit is None:
+            hit = (1.0 + self.backward_transfer_factor) * self._receive_seconds(
+                p_lo, p_hi, tu, r_lo, r_hi, tv)
+            hit.setflags(write=False)
+            self._tx_cache[key] = hit
+        return hit.copy()
+
+    def _receive_seconds(self, h_lo, h_hi, t_h, n_lo, n_hi, t_r) -> np.ndarray:
+        """Max over receiving devices of their receive time, shape (K_h, K_r).
+
+        Holders: configuration ``k`` keeps box ``[h_lo[k, t], h_hi[k, t])`` on device ``t <
+        t_h[k]``; receivers: configuration ``j``'s device ``t < t_r[j]`` needs ``[n_lo[j, t],
+        n_hi[j, t])``. Data the holders do not have at all is not moved.
+        """
+        k_h, t_hmax, nd = h_lo.shape
+        # receivers as ragged rows (config j, device d < t_r[j]), grouped by j
+        rr, dd = np.nonzero(np.arange(n_lo.shape[1])[None, :] < t_r[:, None])
+        nlo = n_lo[rr, dd].astype(np.int32)      # extents < 2**31; volumes go to float64
+        nhi = n_hi[rr, dd].astype(np.int32)
+        offsets = np.searchsorted(rr, np.arange(len(t_r)))
+        rows = np.arange(k_h)[:, None]
+        d_max = int(dd.max()) + 1
+        total = np.zeros((k_h, len(rr)))
+        prev = None
+        for lvl, b in enumerate(self._blocks):
+            start = np.arange(-(-d_max // b)) * b                       # block starts
+            first = np.minimum(start, t_hmax - 1)
+            last = np.clip(np.minimum(start[None, :] + b, t_h[:, None]) - 1, 0, t_hmax - 1)
+            valid = (start[None, :] < t_h[:, None])[..., None]
+            b_lo = np.where(valid, h_lo[:, first], 0)                   # (K_h, blocks, nd)
+            b_hi = np.where(valid, h_hi[rows, last], 0)
+            # holders with the same boxes at this level give the same volumes: do them once
+            key = np.concatenate([b_lo, b_hi], axis=2).astype(np.int32).reshape(k_h, -1)
+            uniq, inv = np.unique(key, axis=0, return_inverse=True)
+            uniq = uniq.reshape(len(uniq), -1, 2 * nd)
+            blk = dd // b
+            vol = None
+            for k in range(nd):
+                ov = (np.minimum(uniq[:, blk, nd + k], nhi[None, :, k])
+                      - np.maximum(uniq[:, blk, k], nlo[None, :, k]))
+                np.maximum(ov, 0, out=ov)
+                if vol is None:
+                    vol = ov.astype(np.float64)
+                else:
+                    vol *= ov
+            vol = vol[inv.reshape(-1)]                                  # (K_h, M)
+            if prev is not None:
+                moved = vol - prev
+                hit = moved > 0
+                total += np.where(hit, self._lat[lvl - 1] + moved
+                                  * (self.bytes_per_element / self._bw[lvl - 1]), 0.0)
+            prev = vol
+        return np.maximum.reduceat(total, offsets, axis=1)
