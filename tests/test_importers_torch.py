@@ -265,9 +265,11 @@ def test_missing_torch_names_the_extra(monkeypatch):
 # ----------------------------------------------------------------------------- zoo parity
 def _zoo(name):
     models = pytest.importorskip("milp_parallel.models")
+    from milp_parallel.errors import UnknownNameError
+
     try:
         return models.get(name)
-    except Exception as exc:  # the zoo may not define this model yet
+    except UnknownNameError as exc:
         pytest.skip(f"zoo has no {name}: {exc}")
 
 

@@ -1,0 +1,166 @@
+"""profile: measured tile costs, the ProfileTable format, and their use by the cost model."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from milp_parallel.errors import FormatError, InvalidGraphError
+from milp_parallel.graph import LayerGraph
+from milp_parallel.importers import MissingDependencyError
+from milp_parallel.profile import (ProfileEntry, ProfileTable, layer_signature, needed_tiles,
+                                   profile_layers)
+
+
+def _small():
+    g = LayerGraph("small")
+    x = g.input("x", (4, 3, 8, 8))
+    c1 = g.conv("conv1", x, 4, 3, padding=1)
+    c2 = g.conv("conv2", x, 4, 3, padding=1)  # same work as conv1: shares its entries
+    a = g.add("add", c1, c2)
+    b = g.batchnorm("bn", a)
+    p = g.pool("pool", b, 2)
+    f = g.flatten("flat", p)
+    y = g.linear("fc", f, 6)
+    g.loss("loss", y)
+    return g
+
+
+def _entry(op="conv", tile=(2, 3), seconds=1e-3, **kw):
+    return ProfileEntry(op, kw.pop("signature", "{}"), tile, kw.pop("dtype", "float32"),
+                        kw.pop("device", "cpu"), seconds)
+
+
+# ----------------------------------------------------------------------------- table format
+def test_table_json_round_trip_and_files(tmp_path):
+    t = ProfileTable([_entry(), _entry(op="linear", tile=(4, 4), seconds=2e-4)],
+                     meta={"device_name": "x", "repeats": 3})
+    again = ProfileTable.from_json(t.to_json())
+    assert again == t and len(again) == 2 and again.meta["repeats"] == 3
+    path = tmp_path / "p.json"
+    t.save(path)
+    assert ProfileTable.load(path) == t
+    assert json.loads(path.read_text())["format"] == "milp_parallel.profile"
+
+
+def test_table_rejects_bad_input(tmp_path):
+    with pytest.raises(FormatError, match="seconds"):
+        ProfileTable([_entry(seconds=float("nan"))])
+    with pytest.raises(FormatError, match="not a profile table"):
+        ProfileTable.from_dict({"format": "other"})
+    with pytest.raises(FormatError, match="version"):
+        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 99})
+    with pytest.raises(FormatError, match="entry 0"):
+        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 1,
+                                "entries": [{"op": "conv"}]})
+    with pytest.raises(FormatError, match="does not exist"):
+        ProfileTable.load(tmp_path / "none.json")
+    with pytest.raises(FormatError, match="JSON"):
+        ProfileTable.from_json("{", source="p.json")
+
+
+def test_later_entries_replace_earlier_and_merge():
+    a = ProfileTable([_entry(seconds=1.0), _entry(seconds=2.0)])
+    assert len(a) == 1 and a.entries[0].seconds == 2.0
+    b = ProfileTable([_entry(seconds=3.0), _entry(tile=(1, 1))])
+    merged = a.merge(b)
+    assert len(merged) == 2 and {e.seconds for e in merged.entries} == {3.0, 1e-3}
+
+
+def test_signature_depends_on_work_not_name():
+    g = _small()
+    s1 = layer_signature(g.layer("conv1"), (4, 4, 8, 8))
+    assert s1 == layer_signature(g.layer("conv2"), (4, 4, 8, 8))
+    empty = ProfileTable()
+    assert empty.key(g.layer("conv1"), (4, 4, 8, 8)) != empty.key(g.layer("conv1"),
+                                                                   (4, 2, 8, 8))
+    assert s1 != layer_signature(g.layer("fc"), (4, 6))
+    # a height split of a 3x3 conv needs a halo: the input tile has 2 more rows
+    sig = json.loads(layer_signature(g.layer("conv1"), (4, 4, 4, 8)))
+    assert sig["in"] == [[4, 3, 6, 8]]
+    with pytest.raises(InvalidGraphError, match="tile shape"):
+        layer_signature(g.layer("conv1"), (4, 4, 9, 8))
+
+
+# ----------------------------------------------------------------------------- measuring
+torch = pytest.importorskip("torch")
+
+
+def test_profile_covers_every_needed_tile_with_positive_times():
+    g = _small()
+    pairs = needed_tiles(g, 2)
+    assert {layer.name for layer, _ in pairs} == set(g.names) - {"x"}
+    table = profile_layers(g, 2, repeats=2, warmup=0)
+    assert table.missing(pairs) == []
+    assert all(e.seconds > 0 for e in table.entries)
+    # conv1 and conv2 share entries: fewer entries than needed pairs
+    assert len(table) < len(pairs)
+    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8)) == \
+        table.lookup(g.layer("conv2"), (4, 4, 8, 8))
+    assert table.lookup(g.layer("x"), (4, 3, 8, 8)) == 0.0
+    assert table.lookup(g.layer("conv1"), (3, 4, 8, 8)) is None  # never measured
+    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8), dtype="bfloat16") is None
+    meta = table.meta
+    assert meta["torch_version"] == torch.__version__ and meta["repeats"] == 2
+    assert meta["device_name"]
+    assert ProfileTable.from_json(table.to_json()) == table
+
+
+def test_explicit_pairs_and_reuse_of_a_previous_table():
+    g = _small()
+    first = profile_layers(g, [("fc", (4, 6)), ("fc", (2, 6))], repeats=1, warmup=0)
+    assert len(first) == 2
+    both = profile_layers(g, [("fc", (4, 6)), (g.layer("fc"), (4, 3))], repeats=1, warmup=0,
+                          table=first)
+    assert len(both) == 3
+    kept = {e.key: e.seconds for e in first.entries}
+    assert all(both._index[k] == s for k, s in kept.items())  # not re-timed
+
+
+def test_profile_rejects_bad_arguments():
+    g = _small()
+    with pytest.raises(InvalidGraphError, match="dtype"):
+        profile_layers(g, 1, dtype="int8")
+    with pytest.raises(InvalidGraphError, match="repeats"):
+        profile_layers(g, 1, repeats=0)
+    with pytest.raises(InvalidGraphError, match="device"):
+        profile_layers(g, 1, device="tpu")
+    with pytest.raises(InvalidGraphError, match="pairs"):
+        profile_layers(g, [("fc",)])
+
+
+def test_missing_torch_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(MissingDependencyError, match=r"milp_parallel\[torch\]"):
+        profile_layers(_small(), 1)
+
+
+def test_cost_model_uses_the_measured_numbers():
+    from milp_parallel import clusters
+    from milp_parallel.build import build
+    from milp_parallel.configs import tile_extent
+    from milp_parallel.costs import CostModel
+
+    g = _small()
+    topo = clusters.get("pcie_box", gpus_per_node=2)
+    table = profile_layers(g, topo, repeats=1, warmup=0)
+    model = CostModel(topo, profile=table)
+    built = build(g, topo, cost_model=model)
+    node = built.node_of["conv1"]
+    (costs,) = [m for m in built.member_costs[node] if m.name == "conv1"]
+    ext = tile_extent(np.asarray(g.layer("conv1").output_shape), built.configs[node])
+    expected = [table.lookup(g.layer("conv1"), tuple(row)) for row in ext]
+    assert np.array_equal(costs.compute_seconds, np.asarray(expected, dtype=float))
+    serial = built.problem.config_labels[node].index("serial")
+    members = built.member_costs[node]
+    assert built.problem.node_costs[node][serial] == pytest.approx(
+        sum(m.compute_seconds[serial] + m.sync_seconds[serial] for m in members))
+    assert model.profile_stats["fallbacks"] == 0 and model.profile_stats["hits"] > 0
+    # a partial table: the rest falls back to the FLOP estimate and is counted
+    partial = ProfileTable(table.entries[:3], meta=table.meta)
+    fallback = CostModel(topo, profile=partial)
+    build(g, topo, cost_model=fallback)
+    assert fallback.profile_stats["fallbacks"] > 0
