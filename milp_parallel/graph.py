@@ -640,10 +640,11 @@ def _infer(name: str, op: str, attrs: dict, shapes: list[tuple[int, ...]],
             ok = len(sj) == len(out) and all(
                 v == o or (op == "mul" and v == 1) for v, o in zip(sj, out))
             if not ok:
+                why = ("the shape of input 0; add does not broadcast" if op == "add" else
+                       "the broadcast shape; mul broadcasts size-1 dims only")
                 raise InvalidGraphError(
-                    f"layer {name!r} ({op}): input {j} has shape {sj}, expected {out} "
-                    f"(the shape of input 0{'; mul broadcasts size-1 dims only' if op == 'mul' else ''})")
-        dims = dims_in[[s for s in shapes].index(out)] if out in shapes else dims_in[0]
+                    f"layer {name!r} ({op}): input {j} has shape {sj}, expected {out} ({why})")
+        dims = dims_in[shapes.index(out)] if out in shapes else dims_in[0]
         return a, out, dims, 0, float((len(shapes) - 1) * _prod(out[1:]))
 
     if op == "concat":

@@ -503,3 +503,30 @@ def test_paradl_layer_kinds_are_representable():
     assert g.layer("CONV1").output_shape == (16, 96, 55, 55)
     assert g.layer("ADD").input_shapes == ((16, 96, 27, 27),) * 2
     assert [e for e in g.edges if e[1] == "ADD"] == [("MPOOL", "ADD", 0), ("MPOOL", "ADD", 1)]
+
+
+@needs_torch
+@settings(max_examples=30, deadline=None)
+@given(size=st.integers(6, 12), k=st.integers(1, 4), s=st.integers(1, 3), p=st.integers(0, 2),
+       d=st.integers(1, 2), groups=st.sampled_from([1, 2, 4]), seed=st.integers(0, 2**16))
+def test_conv_region_is_sufficient(size, k, s, p, d, groups, seed):
+    """Changing the input outside the region never changes the output box."""
+    if size + 2 * p - d * (k - 1) - 1 < 0:
+        return
+    gen = torch.Generator().manual_seed(seed)
+    conv = torch.nn.Conv2d(4, 4, k, stride=s, padding=p, dilation=d, groups=groups)
+    g = img((1, 4, size, size))
+    g.conv("c", "x", 4, k, stride=s, padding=p, dilation=d, groups=groups)
+    L = g.layer("c")
+    out = np.array(L.output_shape)
+    rng = np.random.default_rng(seed)
+    lo = np.array([0] + [int(rng.integers(0, o)) for o in out[1:]])
+    hi = np.array([1] + [int(rng.integers(a + 1, o + 1)) for a, o in zip(lo[1:], out[1:])])
+    ilo, ihi = L.input_region(0, lo, hi)
+    x = torch.randn(1, 4, size, size, generator=gen)
+    outside = torch.ones_like(x, dtype=torch.bool)
+    outside[tuple(slice(a, b) for a, b in zip(ilo, ihi))] = False
+    x2 = torch.where(outside, torch.randn(x.shape, generator=gen), x)
+    box = tuple(slice(a, b) for a, b in zip(lo, hi))
+    with torch.no_grad():
+        assert torch.allclose(conv(x)[box], conv(x2)[box], atol=1e-5)
