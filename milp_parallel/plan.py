@@ -27,8 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .baselines import (BASELINE_NAMES, NodeConfigs, baseline_assignments, degrees_dict,
-                        parse_config_label)
+from .baselines import NodeConfigs, baseline_assignments, degrees_dict
 from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidGraphError,
                      InvalidProblemError, InvalidTopologyError, ProblemTooLargeError,
                      SolverUnavailableError, UnsupportedProblemError)
@@ -397,7 +396,7 @@ def _json_safe(stats: Mapping) -> dict:
 
 # ---------------------------------------------------------------------- text table
 def _ms(s: float) -> str:
-    return "inf" if not math.isfinite(s) else f"{s * 1e3:.3f}"
+    return "inf" if not math.isfinite(s) else f"{s * 1e3:.4g}"
 
 
 def _gib(b: float) -> str:
@@ -684,65 +683,46 @@ def _as_float(x) -> float:
 class _Accounting:
     """Maps assignments of a built problem back to layers and splits their costs.
 
-    Per-layer numbers come from the cost model's tables for the chosen configurations (the
-    same tables ``build_problem`` sums into the problem), so the split adds up to the
-    problem's objective.
+    Per-layer compute, sync and memory are the rows of the builder's per-member tables for the
+    chosen configuration (the very numbers summed into the problem's node costs); transfers
+    are the cost model's ``t_x`` of each graph edge between two nodes, attributed to the
+    consumer (the Problem's edge tables are sums of these). So the split adds up to the
+    objective.
     """
 
-    def __init__(self, graph, problem: Problem, cost_model, node_degrees: Sequence[np.ndarray],
-                 node_layers: Sequence[str]):
-        self.graph = graph
-        self.problem = problem
-        self.cm = cost_model
-        self.layers = tuple(graph.layers)
-        self.by_name = {lay.name: lay for lay in self.layers}
-        index = {name: v for v, name in enumerate(node_layers)}
-        self.node_of: dict[str, int | None] = {}
-        for lay in self.layers:                     # topological order: producers first
-            if lay.name in index:
-                self.node_of[lay.name] = index[lay.name]
-            elif lay.inputs:
-                self.node_of[lay.name] = self.node_of.get(lay.inputs[0])
-            else:
-                self.node_of[lay.name] = None
-        self.node_layers = tuple(node_layers)
-        self.node_degrees = [np.asarray(d, dtype=np.int64) for d in node_degrees]
-        self.nodes = [NodeConfigs(self.by_name[name].op, tuple(self.by_name[name].dims), deg)
-                      for name, deg in zip(node_layers, self.node_degrees)]
+    def __init__(self, built):
+        self.built = built
+        self.problem: Problem = built.problem
+        self.graph = built.graph
+        self.cm = built.cost_model
+        self.layers = tuple(self.graph.layers)
+        self.node_of = dict(built.node_of)
+        self.heads = tuple(m[0] for m in built.members)
+        self.member_index = {name: (v, j) for v, ms in enumerate(built.members)
+                             for j, name in enumerate(ms)}
+        self.edges = [(u, w, i) for e in built.edge_members for (u, w, i) in e]
+        self.nodes = [NodeConfigs(self.graph.layer(h).op, tuple(self.graph.layer(h).dims),
+                                  np.asarray(c, dtype=np.int64))
+                      for h, c in zip(self.heads, built.configs)]
 
-    def layer_degrees(self, a: np.ndarray) -> dict[str, np.ndarray]:
-        """The degrees array of every layer under assignment ``a``."""
-        out = {}
-        for lay in self.layers:
-            v = self.node_of[lay.name]
-            dims = tuple(lay.dims)
-            if v is None:
-                out[lay.name] = np.ones(len(dims), dtype=np.int64)
-                continue
-            node = self.nodes[v]
-            cfg = self.node_degrees[v][a[v]]
-            if node.dims == dims:
-                out[lay.name] = cfg.copy()
-            else:
-                dd = dict(zip(node.dims, cfg))
-                out[lay.name] = np.array([dd.get(d, 1) for d in dims], dtype=np.int64)
-        return out
+    def degrees(self, name: str, a: np.ndarray) -> np.ndarray:
+        v = self.node_of[name]
+        return np.asarray(self.built.configs[v][a[v]], dtype=np.int64)
 
-    def breakdown(self, a: np.ndarray) -> dict[str, tuple[float, float, float, float]]:
-        """Per layer ``(compute, sync, transfer, memory on the most loaded device)``."""
-        deg = self.layer_degrees(a)
+    def breakdown(self, a: np.ndarray) -> dict[str, list[float]]:
+        """Per layer ``[compute, sync, transfer, memory on its most loaded device]``."""
         res = {}
         for lay in self.layers:
-            c = deg[lay.name][None, :]
-            comp = _as_float(self.cm.compute_seconds(lay, c))
-            sync = _as_float(self.cm.sync_seconds(lay, c))
-            mem = float(np.max(self.cm.memory_bytes(lay, c)))
-            xfer = 0.0
-            for i, src in enumerate(lay.inputs):
-                prod = self.by_name[src]
-                t = self.cm.transfer_seconds(prod, lay, i, deg[src][None, :], c)
-                xfer += _as_float(t)
-            res[lay.name] = (comp, sync, xfer, mem)
+            v, j = self.member_index[lay.name]
+            mc = self.built.member_costs[v][j]
+            c = a[v]
+            res[lay.name] = [float(mc.compute_seconds[c]), float(mc.sync_seconds[c]), 0.0,
+                             float(np.max(mc.memory_bytes[c]))]
+        for u, w, i in self.edges:
+            t = self.cm.transfer_seconds(self.graph.layer(u), self.graph.layer(w), i,
+                                         self.degrees(u, a)[None, :],
+                                         self.degrees(w, a)[None, :])
+            res[w][2] += _as_float(t)
         return res
 
     def totals(self, a: np.ndarray) -> tuple[float, float, float]:
@@ -750,45 +730,7 @@ class _Accounting:
         return tuple(float(s) for s in parts.sum(axis=0))
 
 
-def _unpack_built(built, graph):
-    """``(problem, node_layers, node_degrees, cost_model)`` from build_problem's return."""
-    problem = getattr(built, "problem", None)
-    if problem is None and isinstance(built, tuple):
-        problem = next(x for x in built if isinstance(x, Problem))
-    if problem is None:
-        problem = built
-    node_layers = None
-    for attr in ("node_layers", "layer_names", "nodes"):
-        x = getattr(built, attr, None)
-        if x is not None and len(x) == problem.n_nodes and all(isinstance(s, str) for s in x):
-            node_layers = tuple(x)
-            break
-    if node_layers is None:
-        node_layers = tuple(problem.node_names)
-    node_degrees = None
-    for attr in ("configs", "node_configs", "degrees"):
-        x = getattr(built, attr, None)
-        if x is not None and len(x) == problem.n_nodes:
-            node_degrees = [np.asarray(d, dtype=np.int64) for d in x]
-            break
-    if node_degrees is None:
-        node_degrees = []
-        for name, labels in zip(node_layers, problem.config_labels):
-            dims = tuple(graph.layer(name).dims)
-            rows = []
-            for lab in labels:
-                dd = parse_config_label(lab)
-                rows.append([dd.get(d, 1) for d in dims])
-            node_degrees.append(np.array(rows, dtype=np.int64).reshape(len(labels), len(dims)))
-    return problem, node_layers, node_degrees, getattr(built, "cost_model", None)
-
-
 # ---------------------------------------------------------------------- solve
-def _label(dims: Sequence[str], degrees: Sequence[int]) -> str:
-    dd = degrees_dict(dims, degrees)
-    return " ".join(f"{d}={k}" for d, k in dd.items()) or "serial"
-
-
 def _describe(labels: Sequence[str]) -> str:
     """``"n=4"`` when every node has the same label, else the labels with their counts."""
     uniq: dict[str, int] = {}
@@ -821,33 +763,29 @@ def _run_check(problem: Problem, result: SolveResult, checker: str | None,
 
 @dataclass(frozen=True)
 class _Built:
-    graph: Any
-    topology: Any
-    problem: Problem
+    built: Any                      # build.BuiltProblem (budget applied)
     budget: float | None
     model_name: str
     cluster_name: str
-    node_layers: tuple[str, ...]
-    node_degrees: list
-    cost_model: Any
 
 
 def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
            config_options=None, cost_model=None) -> _Built:
-    from .build import build_problem
-    from .costs import CostModel
+    from .build import build
+    from .configs import ConfigOptions
 
     graph, model_name = _load_model(model, batch_size)
     topo, cluster_name = _load_cluster(cluster, devices)
     budget = _memory_budget(memory_limit, topo)
-    if cost_model is None:
-        cost_model = CostModel(topo)
-    built = build_problem(graph, topo, cost_model=cost_model, **dict(config_options or {}))
-    problem, node_layers, node_degrees, cm = _unpack_built(built, graph)
-    if problem.memory is not None:
-        problem = problem.with_memory_limit(budget)
-    return _Built(graph, topo, problem, budget if problem.has_budget else None, model_name,
-                  cluster_name, node_layers, node_degrees, cm if cm is not None else cost_model)
+    if isinstance(config_options, ConfigOptions):
+        kw = {"config_options": config_options}
+    elif config_options is None or isinstance(config_options, Mapping):
+        kw = dict(config_options or {})
+    else:
+        raise TypeError(f"config_options must be a ConfigOptions or a mapping of its fields, "
+                        f"got {type(config_options).__name__}")
+    b = build(graph, topo, cost_model=cost_model, memory_limit=budget, **kw)
+    return _Built(b, budget if b.problem.has_budget else None, model_name, cluster_name)
 
 
 def make_problem(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
@@ -867,7 +805,7 @@ def make_problem(model, cluster, *, batch_size: int | None = None, devices: int 
     """
     return _build(model, cluster, batch_size=batch_size, devices=devices,
                   memory_limit=memory_limit, config_options=config_options,
-                  cost_model=cost_model).problem
+                  cost_model=cost_model).built.problem
 
 
 def solve(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
@@ -902,10 +840,12 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         Also run an independent exact solver and compare (default ``True``): the graph
         search ``dp``, or, when ``solver="dp"``, a MILP backend. Where it cannot run, the
         plan's ``cross_check.verdict`` says ``"not run: <why>"``.
-    config_options : mapping, optional
-        Options for configuration enumeration, passed to ``build_problem``.
+    config_options : ConfigOptions or mapping, optional
+        The configuration space (:class:`~milp_parallel.configs.ConfigOptions`, or a mapping
+        of its fields such as ``{"power_of_two": False, "max_degree": {"h": 4}}``).
     cost_model : CostModel, optional
-        Default: ``CostModel(topology)``.
+        Default: ``CostModel(topology)`` (it must be made for the same topology, after
+        ``devices`` is applied).
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
@@ -938,9 +878,9 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
                    memory_limit=memory_limit, config_options=config_options,
                    cost_model=cost_model)
-    graph, topo, problem, budget = built.graph, built.topology, built.problem, built.budget
+    b = built.built
+    graph, topo, problem, budget = b.graph, b.topology, b.problem, built.budget
     model_name, cluster_name = built.model_name, built.cluster_name
-    node_layers, node_degrees, cm = built.node_layers, built.node_degrees, built.cost_model
 
     options = dict(solver_options)
     if time_limit is not None:
@@ -961,25 +901,20 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                           f"assignment after {result.seconds:.3g} s; raise time_limit or try "
                           "another solver")
 
-    acc = _Accounting(graph, problem, cm, node_degrees, node_layers)
+    acc = _Accounting(b)
     a = np.asarray(result.assignment, dtype=np.int64)
     ev = problem.evaluate(a)
     parts = acc.breakdown(a)
-    deg = acc.layer_degrees(a)
     layers = []
     for lay in acc.layers:
         v = acc.node_of[lay.name]
-        d = deg[lay.name]
-        if v is not None and acc.node_layers[v] == lay.name:
-            label = problem.config_labels[v][a[v]]
-        else:
-            label = _label(lay.dims, d)
+        d = acc.degrees(lay.name, a)
         comp, sync, xfer, mem = parts[lay.name]
         layers.append(LayerChoice(
-            name=lay.name, op=lay.op, config=label, degrees=degrees_dict(lay.dims, d),
-            n_devices=int(np.prod(d)), compute_seconds=comp, sync_seconds=sync,
-            transfer_seconds=xfer, memory_bytes=mem,
-            node=acc.node_layers[v] if v is not None else lay.name))
+            name=lay.name, op=lay.op, config=problem.config_labels[v][a[v]],
+            degrees=degrees_dict(lay.dims, d), n_devices=int(np.prod(d)),
+            compute_seconds=comp, sync_seconds=sync, transfer_seconds=xfer, memory_bytes=mem,
+            node=acc.heads[v]))
     comp, sync, xfer = (float(sum(p[i] for p in parts.values())) for i in range(3))
     step = float(ev.cost)
     if _rel_diff(comp + sync + xfer, step) > 1e-6:
