@@ -1,0 +1,193 @@
+"""CostModel: hand-computed compute, sync, transfer and memory; t_x against a brute force."""
+
+import numpy as np
+import pytest
+
+from milp_parallel import clusters
+from milp_parallel.configs import ConfigOptions, enumerate_configs, tile_boxes
+from milp_parallel.costs import CostModel
+from milp_parallel.errors import InvalidTopologyError
+from milp_parallel.graph import LayerGraph
+from milp_parallel.topology import Device, Level, Topology
+
+NV_BW, NV_LAT, IB_BW, IB_LAT = 50e9, 9e-6, 12.5e9, 40.31e-6
+
+
+def brute_transfer(cm, producer, consumer, i, cu, cv):
+    """Per device pair: receiver d gets |R_d & P_s| from every s != d over link (s, d)."""
+    topo = cm.topology
+    lat = np.array([lv.latency_for(2) for lv in topo.levels])
+    bw = np.array([lv.bandwidth_bytes_per_s for lv in topo.levels])
+    p_lo, p_hi, _ = tile_boxes(producer.output_shape, cu)
+    o_lo, o_hi, _ = tile_boxes(consumer.output_shape, cv)
+    out = np.zeros((len(cu), len(cv)))
+    for b in range(len(cv)):
+        tv = int(np.prod(cv[b]))
+        r_lo, r_hi = consumer.input_region(i, o_lo[b, :tv], o_hi[b, :tv])
+        for a in range(len(cu)):
+            tu = int(np.prod(cu[a]))
+            ov = np.clip(np.minimum(r_hi[:, None], p_hi[a, None, :tu])
+                         - np.maximum(r_lo[:, None], p_lo[a, None, :tu]), 0, None).prod(axis=2)
+            lev = topo.level_index(np.arange(tv)[:, None], np.arange(tu)[None, :])
+            per_level = np.stack([np.where(lev == k, ov, 0).sum(axis=1)
+                                  for k in range(len(bw))], axis=1)       # (tv, levels)
+            t = np.where(per_level > 0, lat + per_level * cm.bytes_per_element / bw, 0)
+            out[a, b] = 2 * t.sum(axis=1).max()
+    return out
+
+
+def test_conv_tile_flops():
+    g = LayerGraph()
+    g.input("x", (8, 16, 32, 32))
+    g.conv("conv", "x", 32, 3, padding=1)
+    conv = g.layer("conv")
+    fwd_per_sample = 2 * 32 * 32 * 32 * 16 * 9
+    assert conv.flops == fwd_per_sample
+    t = clusters.get("abci", nodes=1)
+    cm = CostModel(t)
+    got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
+    serial = 3 * 8 * fwd_per_sample / 7.8e12          # forward + 2x backward
+    assert got == pytest.approx([serial, serial / 4, serial / 4])
+    relu_cm = CostModel(t, backward_factor=1.0)
+    assert relu_cm.compute_seconds(conv, np.array([[1, 1, 1, 1]]))[0] == \
+        pytest.approx(2 * 8 * fwd_per_sample / 7.8e12)
+
+
+def test_profile_lookup_and_fallbacks():
+    class Table:
+        def lookup(self, layer, tile_shape):
+            return 0.5 if tile_shape == (4, 16, 32, 32) else None
+    g = LayerGraph()
+    g.input("x", (8, 16, 32, 32))
+    g.conv("conv", "x", 16, 3, padding=1)
+    cm = CostModel(clusters.get("abci", nodes=1), profile=Table())
+    got = cm.compute_seconds(g.layer("conv"), np.array([[2, 1, 1, 1], [1, 2, 1, 1]]))
+    assert got[0] == 0.5 and got[1] != 0.5
+    assert cm.profile_stats == {"hits": 1, "fallbacks": 1}
+    with pytest.raises(InvalidTopologyError, match="lookup"):
+        CostModel(clusters.get("abci", nodes=1), profile=object())
+
+
+def linear_graph():
+    g = LayerGraph()
+    g.input("x", (4, 8))
+    g.linear("fc", "x", 8)
+    g.elementwise("relu", "fc")
+    return g
+
+
+def test_transfer_sample_split_to_channel_split():
+    g = linear_graph()
+    cm = CostModel(clusters.get("abci", nodes=1))
+    fc, relu = g.layer("fc"), g.layer("relu")
+    n2, c2 = np.array([[2, 1]]), np.array([[1, 2]])
+    # device 0 holds rows 0-1 (all columns), needs columns 0-3 of all rows: it lacks
+    # rows 2-3 x columns 0-3 = 8 elements, from device 1 over NVLink; device 1 alike.
+    fwd = NV_LAT + 8 * 4 / NV_BW
+    assert cm.transfer_seconds(fc, relu, 0, n2, c2)[0, 0] == pytest.approx(2 * fwd)
+    # swapping the layouts moves the same bytes the other way
+    assert cm.transfer_seconds(fc, relu, 0, c2, n2)[0, 0] == pytest.approx(2 * fwd)
+    cfg = enumerate_configs(fc, 4)
+    tab = cm.transfer_seconds(fc, relu, 0, cfg, cfg)
+    assert np.all(np.diag(tab) == 0)           # same layout: nothing moves
+    assert np.all(tab >= 0)
+
+
+def test_transfer_across_nodes_uses_infiniband():
+    g = linear_graph()
+    cm = CostModel(clusters.get("abci", nodes=2))
+    fc, relu = g.layer("fc"), g.layer("relu")
+    # n=4 on devices 0-3 (node 0) -> n=1 c=8? c=8 puts 8 tiles on both nodes
+    got = cm.transfer_seconds(fc, relu, 0, np.array([[4, 1]]), np.array([[1, 8]]))[0, 0]
+    # device 4 (node 1) needs column 4 of all 4 rows, all of it from node 0 over IB
+    assert got == pytest.approx(2 * (IB_LAT + 4 * 4 / IB_BW))
+
+
+def test_halo_exchange():
+    g = LayerGraph()
+    g.input("x", (1, 1, 8, 8))
+    g.conv("conv", "x", 1, 3, padding=1)
+    cm = CostModel(clusters.get("abci", nodes=1))
+    h2 = np.array([[1, 1, 2, 1]])
+    # each half needs one row (8 elements) of its neighbour's half
+    got = cm.transfer_seconds(g.layer("x"), g.layer("conv"), 0, h2, h2)[0, 0]
+    assert got == pytest.approx(2 * (NV_LAT + 8 * 4 / NV_BW))
+    w2 = np.array([[1, 1, 1, 2]])
+    assert cm.transfer_seconds(g.layer("x"), g.layer("conv"), 0, w2, w2)[0, 0] == \
+        pytest.approx(got)
+
+
+@pytest.mark.parametrize("topo", [
+    clusters.get("abci", nodes=2),
+    Topology(Device("g", 1e9, 1e12), [Level("a", 2, 100e9, 1e-6), Level("b", 2, 10e9, 5e-6),
+                                      Level("c", 2, 1e9, 2e-5)]),
+])
+def test_transfer_matches_brute_force(topo):
+    g = LayerGraph()
+    g.input("x", (4, 4, 6, 8))
+    g.conv("c1", "x", 8, 3, padding=1)
+    g.conv("c2", "c1", 4, 3, stride=2, padding=1)
+    g.pool("p", "c2", 2)
+    g.flatten("f", "p")
+    g.linear("fc", "f", 6)
+    cm = CostModel(topo)
+    for u, v in (("x", "c1"), ("c1", "c2"), ("c2", "p"), ("p", "f"), ("f", "fc")):
+        lu, lv = g.layer(u), g.layer(v)
+        cu = enumerate_configs(lu, topo.n_devices)
+        cv = enumerate_configs(lv, topo.n_devices)
+        assert cm.transfer_seconds(lu, lv, 0, cu, cv) == \
+            pytest.approx(brute_transfer(cm, lu, lv, 0, cu, cv), rel=1e-9, abs=1e-15), (u, v)
+
+
+def test_allreduce_of_a_replicated_linear_layer():
+    g = linear_graph()
+    fc = g.layer("fc")                          # 8 * 8 + 8 = 72 parameters
+    m = 72 * 4
+    one = CostModel(clusters.get("abci", nodes=1))
+    two = CostModel(clusters.get("abci", nodes=2))
+    cfg = np.array([[4, 1], [2, 2], [1, 4], [1, 1]])
+    assert one.sync_seconds(fc, cfg) == pytest.approx(
+        [2 * 3 * (NV_LAT + m / 4 / NV_BW), 2 * 1 * (NV_LAT + m / 2 / 2 / NV_BW), 0, 0])
+    # 8 replicas over two nodes: the ring crosses InfiniBand
+    assert two.sync_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
+        2 * 7 * (IB_LAT + m / 8 / IB_BW))
+    assert np.all(one.sync_seconds(g.layer("relu"), cfg) == 0)
+
+
+def test_memory_of_replicated_and_split_linear():
+    g = linear_graph()
+    fc = g.layer("fc")
+    cm = CostModel(clusters.get("abci", nodes=1), optimizer_state_factor=2)
+    mem = cm.memory_bytes(fc, np.array([[4, 1], [1, 4], [2, 1]]))
+    assert mem.shape == (3, 4)
+    w = 4 * 72 * 4                              # weights + grads + 2 Adam moments, fp32
+    assert mem[0].tolist() == [w + 8 * 4] * 4   # replicated weights, one row each
+    assert mem[1].tolist() == [w / 4 + 8 * 4] * 4
+    assert mem[2].tolist() == [w + 16 * 4] * 2 + [0, 0]   # devices 2, 3 unused
+    sgd = CostModel(clusters.get("abci", nodes=1), optimizer_state_factor=0,
+                    bytes_per_element=2)
+    assert sgd.memory_bytes(fc, np.array([[1, 1]]))[0, 0] == 2 * 72 * 2 + 32 * 2
+
+
+def test_bad_configurations():
+    g = linear_graph()
+    cm = CostModel(clusters.get("abci", nodes=1))
+    with pytest.raises(InvalidTopologyError, match="dims"):
+        cm.compute_seconds(g.layer("fc"), np.array([[1, 1, 1]]))
+    with pytest.raises(InvalidTopologyError, match="devices"):
+        cm.compute_seconds(g.layer("fc"), np.array([[4, 2]]))
+    with pytest.raises(InvalidTopologyError):
+        CostModel(clusters.get("abci", nodes=1), bytes_per_element=0)
+
+
+def test_any_divisor_space_is_consistent_with_brute_force_inside_a_node():
+    t = clusters.get("pcie_box", gpus_per_node=6)
+    g = LayerGraph()
+    g.input("x", (6, 6))
+    g.linear("fc", "x", 6)
+    cm = CostModel(t)
+    opts = ConfigOptions(power_of_two=False)
+    cu = enumerate_configs(g.layer("x"), 6, options=opts)
+    cv = enumerate_configs(g.layer("fc"), 6, options=opts)
+    assert cm.transfer_seconds(g.layer("x"), g.layer("fc"), 0, cu, cv) == \
+        pytest.approx(brute_transfer(cm, g.layer("x"), g.layer("fc"), 0, cu, cv))
