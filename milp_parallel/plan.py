@@ -205,6 +205,9 @@ class Plan:
         problem).
     solver_stats : dict
         The solver's statistics (JSON-ready).
+    problem_size : dict
+        ``n_layers``, ``n_nodes``, ``n_edges``, ``n_configs`` (total), ``max_configs``,
+        ``edge_table_entries``, ``build_seconds``.
     """
 
     model: str
@@ -230,6 +233,7 @@ class Plan:
     memory_limit_bytes: float | None = None
     assignment: tuple[int, ...] = ()
     solver_stats: Mapping[str, Any] = field(default_factory=dict)
+    problem_size: Mapping[str, Any] = field(default_factory=dict)
 
     # -------------------------------------------------------------- queries
     @property
@@ -871,8 +875,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
 
     Examples
     --------
-    >>> from milp_parallel import solve
-    >>> plan = solve("lenet5", "dgx1", devices=4)           # doctest: +SKIP
+    >>> from milp_parallel.plan import solve
+    >>> plan = solve("lenet5", "abci", devices=4, solver="dp", cross_check=False)
+    >>> plan.status, plan.devices, plan.layer("conv1").op
+    ('optimal', 4, 'conv')
     >>> print(plan)                                         # doctest: +SKIP
     """
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
@@ -946,4 +952,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         status=result.status, objective=float(result.objective), bound=float(result.bound),
         gap=float(result.gap), solve_seconds=float(result.seconds), cross_check=check,
         baselines=baselines, memory_limit_bytes=budget,
-        assignment=tuple(int(x) for x in a), solver_stats=_json_safe(result.stats))
+        assignment=tuple(int(x) for x in a), solver_stats=_json_safe(result.stats),
+        problem_size={"n_layers": len(acc.layers), "n_nodes": int(problem.n_nodes),
+                      "n_edges": int(problem.n_edges),
+                      "n_configs": int(problem.n_configs.sum()),
+                      "max_configs": int(problem.n_configs.max()),
+                      "edge_table_entries": int(sum(t.size for t in problem.edge_costs)),
+                      "build_seconds": float(b.build_seconds)})
