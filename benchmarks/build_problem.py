@@ -1,0 +1,59 @@
+"""Time to build the Problem (configs, cost tables, memory) for zoo models on ABCI-like clusters.
+
+Usage::
+
+    python benchmarks/build_problem.py                      # resnet152, inception_v3; 4..256
+    python benchmarks/build_problem.py --models resnet152 --devices 64 --batch 64
+
+Prints one row per (model, devices): build seconds, Problem nodes / edges, configurations per
+node (min / median / max) and the total edge-table size. Each build uses a fresh CostModel
+(no cache carried over). Target: resnet152 on 64 devices in under 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from milp_parallel import clusters, models
+from milp_parallel.build import build
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["resnet152", "inception_v3"])
+    ap.add_argument("--devices", nargs="+", type=int, default=[4, 16, 64, 256])
+    ap.add_argument("--cluster", default="abci")
+    ap.add_argument("--gpus-per-node", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=None,
+                    help="global batch (default: the model's, raised to the device count)")
+    args = ap.parse_args()
+    head = (f"{'model':14s} {'devices':>7s} {'batch':>6s} {'seconds':>8s} {'nodes':>6s} "
+            f"{'edges':>6s} {'K min/med/max':>15s} {'edge entries':>13s}")
+    print(head)
+    print("-" * len(head))
+    for name in args.models:
+        for n in args.devices:
+            nodes = max(1, n // args.gpus_per_node)
+            topo = clusters.get(args.cluster, nodes=nodes,
+                                gpus_per_node=min(n, args.gpus_per_node))
+            g = models.get(name)
+            batch = args.batch or max(g.batch_size, n)
+            g = g.with_batch_size(batch)
+            start = time.perf_counter()
+            b = build(g, topo)
+            sec = time.perf_counter() - start
+            k = b.problem.n_configs
+            kk = f"{int(k.min())}/{float(np.median(k)):g}/{int(k.max())}"
+            print(f"{name:14s} {n:7d} {batch:6d} {sec:8.2f} {b.problem.n_nodes:6d} "
+                  f"{b.problem.n_edges:6d} {kk:>15s} {b.edge_table_size():13d}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
