@@ -576,6 +576,12 @@ class _BudgetSearch:
             self.dp_runs += 1
             least.append(val)
             argmins.append(a)
+        if self.p.n_devices > 1:
+            # A heuristic incumbent for several devices: memory relative to each budget.
+            scale = 1.0 / np.maximum(self.budget, 1e-300)
+            un = [np.where(np.isfinite(c), m @ scale, np.inf) for c, m in zip(self.cost, self.mem)]
+            argmins.append(self.eng.run(un, tabs)[1])
+            self.dp_runs += 1
         return np.array(least), argmins
 
     def offer(self, a: np.ndarray) -> None:
@@ -590,6 +596,72 @@ class _BudgetSearch:
         if not math.isfinite(self.best_f):
             return math.inf
         return self.best_f - self.tol() - self.gap * abs(self.best_f)
+
+    def relaxed(self, allowed: list, lam: np.ndarray):
+        """One DP run at ``lam``: (bound, assignment, true cost, memory - budget) or None."""
+        un = [np.where(al, c + m @ lam, np.inf)
+              for al, c, m in zip(allowed, self.cost, self.mem)]
+        val, a = self.eng.run(un)
+        self.dp_runs += 1
+        self.lagrangian_iterations += 1
+        if not math.isfinite(val):
+            return None
+        self.offer(a)
+        return (val - float(lam @ self.budget), a, self.p.evaluate(a).cost,
+                _memory_of(self.p, a) - self.budget)
+
+    def evaluate_1d(self, allowed: list, lam: np.ndarray, iterations: int):
+        """One device: maximise the concave piecewise-linear ``L(lambda)`` by cutting planes.
+
+        Keeps a line ``f + lambda g`` with ``g > 0`` (lo) and one with ``g <= 0`` (hi); the
+        next ``lambda`` is where they cross; it stops when ``L`` there meets the lines (the
+        dual optimum) or the node can be pruned.
+        """
+        x = float(lam[0])
+        r = self.relaxed(allowed, np.array([x]))
+        if r is None:
+            return math.inf, lam, None
+        best = (r[0], np.array([x]), r[1])
+        lo = hi = None
+        for it in range(max(1, iterations)):
+            bound, a, f, g = r
+            g = float(g[0])
+            if bound > best[0]:
+                best = (bound, np.array([x]), a)
+            if best[0] >= self.prune_level():
+                break
+            if g > 0:
+                lo = (f, g)
+            else:
+                if x == 0.0:
+                    break                          # the relaxation is feasible at lambda = 0
+                hi = (f, g)
+            if lo is None:
+                x_new = 0.0
+            elif hi is None:
+                step = ((self.best_f - lo[0]) / lo[1] if math.isfinite(self.best_f)
+                        else 1.0)
+                x_new = max(2.0 * x, step * (1 + 1e-9), 1e-300)
+            else:
+                x_new = (hi[0] - lo[0]) / (lo[1] - hi[1])
+            if x_new == x or not math.isfinite(x_new) or x_new < 0:
+                break
+            x = x_new
+            r = self.relaxed(allowed, np.array([x]))
+            if r is None:
+                return math.inf, lam, None
+            if lo is not None and hi is not None:
+                line = lo[0] + x * lo[1]
+                if r[0] >= line - 1e-12 * max(1.0, abs(line)):
+                    if r[0] > best[0]:
+                        best = (r[0], np.array([x]), r[1])
+                    break                          # the lines meet: the dual optimum
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                break
+        bound, a = r[0], r[1]
+        if bound > best[0]:
+            best = (bound, np.array([x]), a)
+        return best
 
     def evaluate(self, allowed: list, lam: np.ndarray, iterations: int):
         """Subgradient ascent at one B&B node: (best bound, its lambda, its assignment)."""
@@ -675,7 +747,10 @@ class _BudgetSearch:
                 else:
                     allowed[v][c] = False
             iters = self.root_iterations if n_nodes == 1 else self.node_iterations
-            bound, lam, a = self.evaluate(allowed, lam, iters)
+            if d == 1:
+                bound, lam, a = self.evaluate_1d(allowed, lam, iters)
+            else:
+                bound, lam, a = self.evaluate(allowed, lam, iters)
             bound = max(bound, pb)
             if a is None or bound >= self.prune_level():
                 if math.isfinite(bound):
