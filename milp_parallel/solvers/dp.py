@@ -12,7 +12,8 @@ The search treats the problem graph as undirected (the table of edge ``(u, v)`` 
      broadcast min over a ``(C_i, C_k, C_j)`` array, in row chunks for large ``C``
      (``O(C^3)``);
    - *edge elimination*: when that edge already exists, the two tables add (``O(C^2)``);
-   - an isolated node picks its cheapest configuration.
+   - an isolated node picks its cheapest configuration; a node with a single configuration
+     folds its edges into its neighbours' costs (first of all).
 
    Chains, trees and series-parallel graphs (treewidth <= 2: AlexNet, VGG, ResNet,
    Inception) reduce to nothing this way.
@@ -95,6 +96,7 @@ class _Plan:
     n_node: int
     n_edge: int
     n_isolated: int
+    n_single: int
     nodes_left: int
     treewidth: int
     largest_table: int
@@ -184,9 +186,20 @@ def _build_plan(n: int, k: np.ndarray, edges: np.ndarray, *, eliminations: bool 
     alive = np.ones(n, dtype=bool)
     steps: list = []
     n_leaf = n_node = n_edge = n_iso = 0
+    n_single = 0
     if eliminations:
-        low = [v for v in range(n) if len(adj[v]) <= 1]     # leaves and isolated nodes first
-        two = [v for v in range(n) if len(adj[v]) == 2]
+        # A node with one configuration folds its edges into its neighbours' costs.
+        for v in np.nonzero(k == 1)[0]:
+            v = int(v)
+            nbrs = tuple(sorted(adj[v]))
+            steps.append(("single", v, nbrs))
+            for w in nbrs:
+                adj[w].discard(v)
+            adj[v] = set()
+            alive[v] = False
+            n_single += 1
+        low = [v for v in range(n) if alive[v] and len(adj[v]) <= 1]     # leaves and isolated nodes first
+        two = [v for v in range(n) if alive[v] and len(adj[v]) == 2]
         while low or two:
             v = low.pop() if low else two.pop()
             if not alive[v]:
@@ -228,7 +241,8 @@ def _build_plan(n: int, k: np.ndarray, edges: np.ndarray, *, eliminations: bool 
     left = [v for v in range(n) if alive[v]]
     width1 = 2 if n_node else (1 if n_leaf else 0)
     if not left:
-        return _Plan(tuple(steps), n_leaf, n_node, n_edge, n_iso, 0, width1, 0, "none")
+        return _Plan(tuple(steps), n_leaf, n_node, n_edge, n_iso, n_single, 0, width1, 0,
+                     "none")
     radj = {v: set(adj[v]) for v in left}
     if ordering not in _ORDERINGS:
         raise ValueError(f"unknown ordering {ordering!r}; known: {_ORDERINGS}")
@@ -258,7 +272,8 @@ def _build_plan(n: int, k: np.ndarray, edges: np.ndarray, *, eliminations: bool 
             f"{width} on the {len(left)} nodes left after OptCNN's eliminations, ordering "
             f"{best!r}), above max_table_size={max_table_size:.3g}; use a MILP solver "
             "(solver='highs', 'cbc' or 'cpsat') or raise max_table_size")
-    return _Plan(tuple(steps) + tuple(vsteps), n_leaf, n_node, n_edge, n_iso, len(left),
+    return _Plan(tuple(steps) + tuple(vsteps), n_leaf, n_node, n_edge, n_iso, n_single,
+                 len(left),
                  max(width1, width), largest, best)
 
 
@@ -326,7 +341,13 @@ class _Engine:
         in_ve = False
         for step in self.plan.steps:
             kind = step[0]
-            if kind == "iso":
+            if kind == "single":
+                v = step[1]
+                for w in step[2]:
+                    un[w] = un[w] + get(w, v)[:, 0]
+                const += float(un[v][0])
+                records.append(0)
+            elif kind == "iso":
                 v = step[1]
                 c = int(np.argmin(un[v]))
                 const += float(un[v][c])
@@ -383,7 +404,7 @@ class _Engine:
         a = np.zeros(self.n, dtype=np.int64)
         for step, rec in zip(reversed(self.plan.steps), reversed(records)):
             kind = step[0]
-            if kind == "iso":
+            if kind in ("iso", "single"):
                 a[step[1]] = rec
             elif kind == "leaf":
                 a[step[1]] = rec[a[step[2]]]
@@ -812,7 +833,8 @@ class DPSolver(Solver):
         -------
         SolveResult
             ``stats``: ``leaf_eliminations``, ``node_eliminations``, ``edge_eliminations``,
-            ``isolated``, ``nodes_left``, ``treewidth``, ``largest_table``, ``ordering``,
+            ``isolated``, ``single_config_eliminations``, ``nodes_left``, ``treewidth``,
+            ``largest_table``, ``ordering``,
             and with a budget ``dp_runs``, ``lagrangian_iterations``, ``branch_nodes``,
             ``least_memory`` (per device).
 
@@ -836,6 +858,7 @@ class DPSolver(Solver):
         stats: dict[str, Any] = {
             "leaf_eliminations": pl.n_leaf, "node_eliminations": pl.n_node,
             "edge_eliminations": pl.n_edge, "isolated": pl.n_isolated,
+            "single_config_eliminations": pl.n_single,
             "nodes_left": pl.nodes_left, "treewidth": pl.treewidth,
             "largest_table": pl.largest_table, "ordering": pl.ordering}
 
