@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -150,7 +151,7 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
         cap = opt.max_degree.get(dim, n_devices)
         cands.append(_candidate_degrees(int(extent), int(n_devices), cap,
                                         opt.min_tile.get(dim, 1), opt.power_of_two))
-    rows = [c for c in itertools.product(*cands) if int(np.prod(c)) <= n_devices]
+    rows = [c for c in itertools.product(*cands) if math.prod(c) <= n_devices]
     cfg = np.array(rows, dtype=np.int64).reshape(len(rows), len(layer.dims))
     if opt.require_all_devices:
         prod = cfg.prod(axis=1)

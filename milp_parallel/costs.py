@@ -59,6 +59,9 @@ __all__ = ["CostModel"]
 
 logger = logging.getLogger(__name__)
 
+#: Largest (holder configs x receiver rows) block t_x works on at once (about 8 MB a table).
+_CHUNK_ELEMENTS = 1 << 20
+
 
 def _digest(*arrays: np.ndarray) -> bytes:
     h = hashlib.blake2b(digest_size=16)
@@ -134,6 +137,7 @@ class CostModel:
         self.profile_stats = {"hits": 0, "fallbacks": 0}
         self._sync_cache: dict = {}
         self._tx_cache: dict = {}
+        self._tile_cache: dict = {}
         lv = topology.levels
         self._bw = np.array([x.bandwidth_bytes_per_s for x in lv], float)
         self._lat = np.array([x.latency_for(2) for x in lv], float)
@@ -178,46 +182,70 @@ class CostModel:
         return out
 
     # ------------------------------------------------------------------ t_s
-    def _sync_rings(self, degrees: tuple[int, ...], split: tuple[bool, ...]
-                    ) -> tuple[np.ndarray, np.ndarray, int]:
-        key = (degrees, split)
+    def _sync_rings(self, configs: np.ndarray, split: tuple[bool, ...]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per configuration, the rings of replicas: ``(alpha (K, G), bandwidth (K, G), r (K,))``
+        padded with ``alpha = -inf`` (so a padding ring never is the slowest)."""
+        key = (configs.tobytes(), configs.shape, split)
         hit = self._sync_cache.get(key)
         if hit is None:
-            d = np.array(degrees, dtype=np.int64)
-            t = np.arange(int(d.prod()))
-            coord = np.stack(np.unravel_index(t, d), axis=1)
-            mask = np.array(split, bool)
-            shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask])) \
-                if mask.any() else np.zeros(len(t), np.int64)
-            n_shards = int(d[mask].prod()) if mask.any() else 1
-            rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
-            alpha, bw, r = self.topology.ring_parameters(rings)
-            hit = (np.atleast_1d(alpha), np.atleast_1d(bw), r)
+            per_cfg = []
+            for row in configs:
+                d = row.astype(np.int64)
+                t = np.arange(int(d.prod()))
+                coord = np.stack(np.unravel_index(t, d), axis=1)
+                mask = np.array(split, bool)
+                if mask.any():
+                    shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask]))
+                    n_shards = int(d[mask].prod())
+                else:
+                    shard, n_shards = np.zeros(len(t), np.int64), 1
+                rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
+                alpha, bw, r = self.topology.ring_parameters(rings)
+                # the rings of one configuration differ only by their links: keep the distinct
+                pairs = np.unique(np.stack([np.atleast_1d(alpha), np.atleast_1d(bw)], 1), axis=0)
+                per_cfg.append((pairs, r))
+            g = max(len(p) for p, _ in per_cfg)
+            a = np.full((len(configs), g), -np.inf)
+            b = np.full((len(configs), g), np.inf)
+            for k, (pairs, _) in enumerate(per_cfg):
+                a[k, :len(pairs)], b[k, :len(pairs)] = pairs[:, 0], pairs[:, 1]
+            r = np.array([r for _, r in per_cfg], dtype=np.int64)
+            hit = (a, b, r)
             self._sync_cache[key] = hit
         return hit
 
     def sync_seconds(self, layer, configs) -> np.ndarray:
         """Gradient all-reduce time of the weight shard among its replicas, shape (K,)."""
         c = self._configs(layer, configs)
-        out = np.zeros(len(c))
         if layer.params <= 0:
-            return out
+            return np.zeros(len(c))
         split = tuple(d in layer.weight_split_dims for d in layer.dims)
         mask = np.array(split, bool)
         shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
         shard_bytes = float(layer.params) * self.bytes_per_element / shards
-        for k in range(len(c)):
-            alpha, bw, r = self._sync_rings(tuple(int(x) for x in c[k]), split)
-            if r > 1:
-                out[k] = np.max(2.0 * (r - 1) * (alpha + (shard_bytes[k] / r) / bw))
-        return out
+        alpha, bw, r = self._sync_rings(c, split)
+        with np.errstate(invalid="ignore"):
+            t = 2.0 * (r - 1)[:, None] * (alpha + (shard_bytes / r)[:, None] / bw)
+        t = np.where(np.isfinite(t), t, 0.0).max(axis=1)
+        return np.where(r > 1, t, 0.0)
+
+    def _tiles(self, shape, configs: np.ndarray, n_tiles: int | None = None):
+        key = (tuple(shape), configs.tobytes(), configs.shape, n_tiles)
+        hit = self._tile_cache.get(key)
+        if hit is None:
+            hit = tile_boxes(shape, configs, n_tiles=n_tiles)
+            for a in hit:
+                a.setflags(write=False)
+            self._tile_cache[key] = hit
+        return hit
 
     # ------------------------------------------------------------------ memory
     def memory_bytes(self, layer, configs) -> np.ndarray:
         """Bytes each device holds for this layer, shape (K, n_devices)."""
         c = self._configs(layer, configs)
         n = self.topology.n_devices
-        lo, hi, valid = tile_boxes(layer.output_shape, c, n_tiles=n)
+        lo, hi, valid = self._tiles(layer.output_shape, c, n_tiles=n)
         act = (hi - lo).prod(axis=2).astype(float) * self.bytes_per_element
         if layer.params > 0:
             mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
@@ -241,24 +269,35 @@ class CostModel:
         """
         cu = self._configs(producer, cfg_u)
         cv = self._configs(consumer, cfg_v)
-        p_lo, p_hi, _ = tile_boxes(producer.output_shape, cu)
-        o_lo, o_hi, ok = tile_boxes(consumer.output_shape, cv)
-        r_lo, r_hi = consumer.input_region(input_index, o_lo, o_hi)
-        r_lo = np.where(ok[..., None], r_lo, 0)
-        r_hi = np.where(ok[..., None], r_hi, 0)
-        if r_lo.shape[-1] != p_lo.shape[-1]:
-            raise InvalidTopologyError(
-                f"edge {producer.name!r} -> {consumer.name!r}: input {input_index} has "
-                f"{r_lo.shape[-1]} dims, the producer's output {p_lo.shape[-1]}")
-        tu = cu.prod(axis=1)
-        tv = cv.prod(axis=1)
-        key = _digest(p_lo, p_hi, r_lo, r_hi)
-        hit = self._tx_cache.get(key)
+        # the table depends on the producer's tiles and on what the consumer's tiles need,
+        # i.e. on everything input_region reads: not on the layers' names
+        key = (tuple(producer.output_shape), cu.tobytes(), cu.shape, consumer.op,
+               consumer.attrs, tuple(consumer.input_shapes), tuple(consumer.output_shape),
+               tuple(consumer.dims), int(input_index), cv.tobytes(), cv.shape)
+        try:
+            hit = self._tx_cache.get(key)
+        except TypeError:   # unhashable attrs: fall back to a digest of the boxes
+            key, hit = None, None
         if hit is None:
-            hit = (1.0 + self.backward_transfer_factor) * self._receive_seconds(
-                p_lo, p_hi, tu, r_lo, r_hi, tv)
-            hit.setflags(write=False)
-            self._tx_cache[key] = hit
+            p_lo, p_hi, _ = self._tiles(producer.output_shape, cu)
+            o_lo, o_hi, ok = self._tiles(consumer.output_shape, cv)
+            r_lo, r_hi = consumer.input_region(input_index, o_lo, o_hi)
+            r_lo = np.where(ok[..., None], r_lo, 0)
+            r_hi = np.where(ok[..., None], r_hi, 0)
+            if r_lo.shape[-1] != p_lo.shape[-1]:
+                raise InvalidTopologyError(
+                    f"edge {producer.name!r} -> {consumer.name!r}: input {input_index} has "
+                    f"{r_lo.shape[-1]} dims, the producer's output {p_lo.shape[-1]}")
+            # different layers may need the same boxes (e.g. convs with other widths)
+            dkey = _digest(p_lo, p_hi, r_lo, r_hi)
+            hit = self._tx_cache.get(dkey)
+            if hit is None:
+                hit = (1.0 + self.backward_transfer_factor) * self._receive_seconds(
+                    p_lo, p_hi, cu.prod(axis=1), r_lo, r_hi, cv.prod(axis=1))
+                hit.setflags(write=False)
+                self._tx_cache[dkey] = hit
+            if key is not None:
+                self._tx_cache[key] = hit
         return hit.copy()
 
     def _receive_seconds(self, h_lo, h_hi, t_h, n_lo, n_hi, t_r) -> np.ndarray:
@@ -269,6 +308,15 @@ class CostModel:
         n_hi[j, t])``. Data the holders do not have at all is not moved.
         """
         k_h, t_hmax, nd = h_lo.shape
+        # bound the working set (K_h x receiver rows): split the receiver configurations
+        rows_per_cfg = np.asarray(t_r, dtype=np.int64)
+        if k_h * int(rows_per_cfg.sum()) > _CHUNK_ELEMENTS and len(t_r) > 1:
+            cut = np.searchsorted(np.cumsum(rows_per_cfg), _CHUNK_ELEMENTS // max(k_h, 1))
+            cut = int(min(max(cut, 1), len(t_r) - 1))
+            return np.concatenate([
+                self._receive_seconds(h_lo, h_hi, t_h, n_lo[:cut], n_hi[:cut], t_r[:cut]),
+                self._receive_seconds(h_lo, h_hi, t_h, n_lo[cut:], n_hi[cut:], t_r[cut:])],
+                axis=1)
         # receivers as ragged rows (config j, device d < t_r[j]), grouped by j
         rr, dd = np.nonzero(np.arange(n_lo.shape[1])[None, :] < t_r[:, None])
         nlo = n_lo[rr, dd].astype(np.int32)      # extents < 2**31; volumes go to float64

@@ -191,3 +191,17 @@ def test_any_divisor_space_is_consistent_with_brute_force_inside_a_node():
     cv = enumerate_configs(g.layer("fc"), 6, options=opts)
     assert cm.transfer_seconds(g.layer("x"), g.layer("fc"), 0, cu, cv) == \
         pytest.approx(brute_transfer(cm, g.layer("x"), g.layer("fc"), 0, cu, cv))
+
+
+def test_chunked_transfer_equals_unchunked(monkeypatch):
+    import milp_parallel.costs as costs
+    g = LayerGraph()
+    g.input("x", (8, 4, 8, 8))
+    g.conv("c", "x", 8, 3, padding=1)
+    topo = clusters.get("abci", nodes=2)
+    cu = enumerate_configs(g.layer("x"), 8)
+    cv = enumerate_configs(g.layer("c"), 8)
+    whole = CostModel(topo).transfer_seconds(g.layer("x"), g.layer("c"), 0, cu, cv)
+    monkeypatch.setattr(costs, "_CHUNK_ELEMENTS", 64)
+    chunked = CostModel(topo).transfer_seconds(g.layer("x"), g.layer("c"), 0, cu, cv)
+    assert np.array_equal(whole, chunked)
