@@ -18,7 +18,8 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   parallel). 0 without parameters or without replicas.
 - :meth:`CostModel.transfer_seconds` (``t_x``): redistribution of one edge's tensor. Forward:
   every consumer device receives the part of the input region its tile needs
-  (``consumer.input_region``) that it does not hold under the producer's layout. A receiver's time is the sum over the levels the data crosses of ``alpha + bytes / bandwidth``
+  (``consumer.input_region``) that it does not hold under the producer's layout. A receiver's
+  time is the sum over the levels the data crosses of ``alpha + bytes / bandwidth``
   (latency counted once per level that carries data: the messages over one level are issued
   together); devices receive in parallel, so the forward costs the **max over receivers**.
   The backward pass sends the gradient of every received region back over the same links
