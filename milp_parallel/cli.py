@@ -14,9 +14,11 @@ file that is missing or malformed). Errors are one line on stderr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -237,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "  milp-parallel sweep sweeps/quick.toml --out results.jsonl "
                               "--retry-failed")
     p.add_argument("file", metavar="SWEEP.toml")
-    p.add_argument("--out", required=True, metavar="RESULTS.jsonl")
+    p.add_argument("--out", metavar="RESULTS.jsonl", help="the results file (required to run)")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--jobs", type=_positive_int, metavar="N",
                      help="items at once on this machine (default: the core count)")
@@ -310,12 +312,35 @@ def _clean(x):
     return x
 
 
+@contextlib.contextmanager
+def _quiet_stdout():
+    """Send file descriptor 1 to stderr for a while: solver libraries (HiGHS's banner, CBC)
+    write to the C-level stdout, which would corrupt ``--json`` output."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no real fd 1 (e.g. captured in-process)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        except ValueError:
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 # ---------------------------------------------------------------------- commands
 def _cmd_solve(args) -> int:
     from .plan import solve
-    plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
-                 solver=args.solver, memory_limit=args.memory_limit,
-                 time_limit=args.time_limit, cross_check=args.cross_check)
+    with _quiet_stdout():
+        plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
+                     solver=args.solver, memory_limit=args.memory_limit,
+                     time_limit=args.time_limit, cross_check=args.cross_check)
     if args.save:
         plan.save(args.save)
     if args.plot:
@@ -337,7 +362,8 @@ def _cmd_problem(args) -> int:
         problem = problem.with_memory_limit(None if math.isinf(args.memory_limit)
                                             else args.memory_limit)
     opts = {} if args.time_limit is None else {"time_limit": args.time_limit}
-    res = solve_problem(problem, args.solver, **opts)
+    with _quiet_stdout():
+        res = solve_problem(problem, args.solver, **opts)
     labels = None
     if res.assignment is not None:
         labels = [problem.config_labels[v][int(c)] for v, c in enumerate(res.assignment)]
@@ -497,11 +523,13 @@ def _cmd_sweep(args) -> int:
     from .sweep import FAILED_STATUSES, load_sweep, read_results, run_sweep
     sweep = load_sweep(args.file)
     if args.list:
-        done = read_results(args.out) if Path(args.out).exists() else {}
+        done = read_results(args.out) if args.out and Path(args.out).exists() else {}
         for it in sweep.items:
             status = done.get(it.id, {}).get("status", "-")
             _out(f"{it.id}  {status:10s} {it.label()}")
         return EXIT_OK
+    if not args.out:
+        raise _UsageError("sweep needs --out RESULTS.jsonl (or --list)")
     logging.getLogger("milp_parallel.sweep").setLevel(
         min(logging.getLogger("milp_parallel.sweep").getEffectiveLevel(), logging.INFO))
     summary = run_sweep(sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,

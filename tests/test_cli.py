@@ -48,8 +48,10 @@ def test_solve_prints_the_plan_and_json_parses(tmp_path):
     proc = run("solve", "lenet5", "--cluster", "optcnn", "--devices", "4", "--solver", "dp")
     assert proc.returncode == 0, proc.stderr
     assert "Plan for lenet5" in proc.stdout and "cross-check: agreed" in proc.stdout
+    # HiGHS prints a banner on the C-level stdout: --json must still be JSON only
     proc = run("solve", "lenet5", "--cluster", "optcnn", "--devices", "2", "--memory-limit",
-               "16GiB", "--json", "--no-cross-check", "--plot", tmp_path / "plan.png")
+               "16GiB", "--solver", "highs", "--json", "--no-cross-check", "--plot",
+               tmp_path / "plan.png")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["model"] == "lenet5" and doc["devices"] == 2

@@ -260,3 +260,15 @@ def test_dask_cluster_gives_the_same_results(tmp_path):
     assert set(a) == set(b)
     for k in a:
         assert (a[k]["status"], a[k]["objective"]) == (b[k]["status"], b[k]["objective"])
+
+
+def test_shipped_sweep_files_parse():
+    quick = load_sweep(ROOT / "sweeps" / "quick.toml")
+    assert {i.param("solver") for i in quick.items} >= {"dp", "highs", "cpsat", "cbc", "brute"}
+    problems = [i for i in quick.items if i.kind == "problem"]
+    assert problems and all((Path(i.base_dir) / i.param("problem")).exists() for i in problems)
+    paper = load_sweep(ROOT / "sweeps" / "paper.toml")
+    assert {i.param("model") for i in paper.items} == {"alexnet", "vgg16", "inception_v3"}
+    assert {i.param("devices") for i in paper.items} == {1, 2, 4, 8, 16}
+    assert {i.param("cluster") for i in paper.items} == {"optcnn"}
+    assert {i.param("solver") for i in paper.items} == {"dp", "highs", "cpsat", "cbc"}
