@@ -514,7 +514,8 @@ def _time(torch: Any, run: Callable[[], None], repeats: int, warmup: int, device
 
 def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
                    repeats: int = 5, warmup: int = 2, dtype: str = "float32",
-                   options: Any = None, table: ProfileTable | None = None) -> ProfileTable:
+                   options: Any = None, table: ProfileTable | None = None,
+                   threads: int | None = None) -> ProfileTable:
     """Time forward+backward of every needed (layer, tile shape) with torch.
 
     Parameters
@@ -531,6 +532,10 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
         For enumerating configurations.
     table : ProfileTable, optional
         Entries already measured (same dtype and device) are reused, not re-timed.
+    threads : int, optional
+        CPU threads torch may use while timing (``torch.set_num_threads``, restored
+        afterwards); default: torch's current setting. One thread gives the steadiest
+        numbers on a shared machine.
 
     Returns
     -------
@@ -560,6 +565,24 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
     done = dict(table._index) if table is not None else {}
     entries = list(table.entries) if table is not None else []
     pairs = needed_tiles(graph, topology_or_configs, options=options)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        if int(threads) < 1:
+            raise InvalidGraphError(f"threads={threads} must be >= 1")
+        torch.set_num_threads(int(threads))
+    try:
+        entries = _measure(torch, pairs, done, entries, tdtype, dtype, device, int(repeats),
+                           int(warmup))
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(saved_threads)
+    meta = {"device_name": _device_name(torch, device), "torch_version": torch.__version__,
+            "threads": used_threads, "repeats": int(repeats),
+            "warmup": int(warmup), "graph": getattr(graph, "name", "")}
+    return ProfileTable(tuple(entries), dtype=dtype, device=device, meta=meta)
+
+
+def _measure(torch, pairs, done, entries, tdtype, dtype, device, repeats, warmup):
     for layer, tile in pairs:
         key = (layer.op, layer_signature(layer, tile), tile, dtype, device)
         if key in done:
@@ -570,7 +593,7 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
                 logger.warning("profile: op %r of layer %r has no torch operator; skipped",
                                layer.op, layer.name)
                 continue
-            seconds = _time(torch, run, int(repeats), int(warmup), device)
+            seconds = _time(torch, run, repeats, warmup, device)
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:
             logger.warning("profile: layer %r tile %s could not be timed (%s); its lookups "
                            "fall back to the estimate", layer.name, tile, exc)
@@ -578,17 +601,14 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
         done[key] = seconds
         entries.append(ProfileEntry(*key, seconds=seconds))
         logger.debug("profile: %s %s tile %s: %.3g s", layer.name, layer.op, tile, seconds)
-    meta = {"device_name": _device_name(torch, device), "torch_version": torch.__version__,
-            "threads": torch.get_num_threads(), "repeats": int(repeats),
-            "warmup": int(warmup), "graph": getattr(graph, "name", "")}
-    return ProfileTable(tuple(entries), dtype=dtype, device=device, meta=meta)
+    return entries
 
 
 def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, *,
                   nodes: int | None = None, devices: int | None = None,
                   batch_size: int | None = None, device: str = "cpu", repeats: int = 5,
-                  warmup: int = 2, dtype: str = "float32", options: Any = None
-                  ) -> ProfileTable:
+                  warmup: int = 2, dtype: str = "float32", options: Any = None,
+                  threads: int | None = None) -> ProfileTable:
     """Profile a zoo model (or graph) for a preset cluster (or topology); save the table.
 
     The API behind ``milp-parallel profile MODEL --cluster NAME --out profile.json``.
@@ -607,7 +627,7 @@ def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, 
         Use only the first ``devices`` devices (``Topology.with_devices``).
     batch_size : int, optional
         Rebatch the graph (``LayerGraph.with_batch_size``).
-    device, repeats, warmup, dtype, options
+    device, repeats, warmup, dtype, options, threads
         As :func:`profile_layers`.
 
     Returns
@@ -632,7 +652,7 @@ def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, 
     if devices is not None:
         topology = topology.with_devices(int(devices))
     table = profile_layers(graph, topology, device=device, repeats=repeats, warmup=warmup,
-                           dtype=dtype, options=options)
+                           dtype=dtype, options=options, threads=threads)
     if out_path is not None:
         table.save(out_path)
     return table

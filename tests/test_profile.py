@@ -91,9 +91,10 @@ torch = pytest.importorskip("torch")
 
 def test_profile_covers_every_needed_tile_with_positive_times():
     g = _small()
+    threads_before = torch.get_num_threads()
     pairs = needed_tiles(g, 2)
     assert {layer.name for layer, _ in pairs} == set(g.names) - {"x"}
-    table = profile_layers(g, 2, repeats=2, warmup=0)
+    table = profile_layers(g, 2, repeats=2, warmup=0, threads=1)
     assert table.missing(pairs) == []
     assert all(e.seconds > 0 for e in table.entries)
     # conv1 and conv2 share entries: fewer entries than needed pairs
@@ -105,7 +106,8 @@ def test_profile_covers_every_needed_tile_with_positive_times():
     assert table.lookup(g.layer("conv1"), (4, 4, 8, 8), dtype="bfloat16") is None
     meta = table.meta
     assert meta["torch_version"] == torch.__version__ and meta["repeats"] == 2
-    assert meta["device_name"]
+    assert meta["device_name"] and meta["threads"] == 1
+    assert torch.get_num_threads() == threads_before
     assert ProfileTable.from_json(table.to_json()) == table
 
 
