@@ -166,3 +166,22 @@ def test_cost_model_uses_the_measured_numbers():
     fallback = CostModel(topo, profile=partial)
     build(g, topo, cost_model=fallback)
     assert fallback.profile_stats["fallbacks"] > 0
+
+
+def test_profile_model_writes_a_table_for_a_zoo_model(tmp_path):
+    from milp_parallel.costs import CostModel
+    from milp_parallel.plan import solve
+    from milp_parallel.profile import profile_model
+
+    out = tmp_path / "lenet.json"
+    table = profile_model("lenet5", "pcie_box", out, devices=2, batch_size=4, repeats=1,
+                          warmup=0, threads=1)
+    loaded = ProfileTable.load(out)
+    assert loaded == table and len(table) > 0
+    from milp_parallel import clusters, models
+
+    topo = clusters.get("pcie_box").with_devices(2)
+    model = CostModel(topo, profile=loaded)
+    plan = solve(models.get("lenet5", batch_size=4), topo, cost_model=model,
+                 cross_check=False)
+    assert model.profile_stats["fallbacks"] == 0 and plan.step_seconds > 0
