@@ -21,6 +21,7 @@ __all__ = [
     "InfeasibleError",
     "CrossCheckError",
     "UnknownNameError",
+    "MissingDependencyError",
 ]
 
 
@@ -104,3 +105,11 @@ class CrossCheckError(MilpParallelError):
         self.exact_assignment = exact_assignment
         self.solver_objective = solver_objective
         self.exact_objective = exact_objective
+
+
+class MissingDependencyError(MilpParallelError, ImportError):
+    """An optional package needed by a feature is not installed.
+
+    The message names the package and the ``pip install 'milp_parallel[extra]'`` command that
+    installs it. It is an :class:`ImportError`, so ``except ImportError`` catches it too.
+    """

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import FormatError
+from ._optional import require
 
 __all__ = ["plot_plan", "plot_sweep", "plot_oracle_scaling", "summary_table", "write_report",
            "load_records"]
@@ -36,11 +37,8 @@ BASELINE_ORDER = ("data", "model", "owt", "best_uniform")
 
 
 def _pyplot():
-    """matplotlib.pyplot on the Agg backend, or an ImportError saying what to install."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError("plots need matplotlib: pip install milp_parallel[plot]") from None
+    """matplotlib.pyplot on the Agg backend, or MissingDependencyError naming the extra."""
+    matplotlib = require("matplotlib", "plot", "plots")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
     return plt

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._optional import MissingDependencyError
+from ..errors import MissingDependencyError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import LayerGraph

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import FormatError, InvalidGraphError
-from ._optional import require
+from .._optional import require
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import LayerGraph

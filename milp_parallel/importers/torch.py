@@ -51,7 +51,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import FormatError, InvalidGraphError
-from ._optional import require
+from .._optional import require
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import LayerGraph

@@ -5,17 +5,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import MilpParallelError
+from .errors import MissingDependencyError
 
-__all__ = ["MissingDependencyError", "require"]
-
-
-class MissingDependencyError(MilpParallelError, ImportError):
-    """An optional package needed by this feature is not installed.
-
-    The message names the package and the ``pip install milp_parallel[extra]`` command
-    that installs it. It is an :class:`ImportError`, so ``except ImportError`` catches it.
-    """
+__all__ = ["require"]
 
 
 def require(package: str, extra: str, feature: str) -> ModuleType:
