@@ -157,7 +157,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the plan as JSON only")
     p.add_argument("--save", metavar="FILE", help="also write the plan JSON to FILE")
     p.add_argument("--plot", metavar="FILE", help="draw the plan (PNG, or SVG by suffix)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="measured layer times from 'milp-parallel profile' (JSON) instead of "
+                        "FLOP estimates")
     p.set_defaults(func=_cmd_solve)
+
+    p = sub.add_parser("profile", parents=[common], formatter_class=fmt,
+                       help="time each layer's tiles with torch; write a profile table (JSON)",
+                       epilog="examples:\n"
+                              "  milp-parallel profile lenet5 --cluster pcie_box --devices 4 "
+                              "--out prof.json\n"
+                              "  milp-parallel solve lenet5 --cluster pcie_box --devices 4 "
+                              "--profile prof.json")
+    p.add_argument("model", metavar="MODEL", help="a zoo model name")
+    p.add_argument("--cluster", required=True, metavar="NAME", help="a preset cluster name")
+    p.add_argument("--nodes", type=_positive_int, metavar="N", help="nodes of the preset")
+    p.add_argument("--devices", type=_positive_int, metavar="N",
+                   help="use the first N devices (default: all)")
+    p.add_argument("--batch-size", type=_positive_int, metavar="B", help="global batch size")
+    p.add_argument("--out", required=True, metavar="FILE", help="output JSON path")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
+    p.add_argument("--dtype", default="float32",
+                   choices=["float32", "float16", "bfloat16", "float64"])
+    p.add_argument("--repeats", type=_positive_int, default=5, help="timed runs per tile")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs per tile")
+    p.add_argument("--threads", type=_positive_int,
+                   help="torch CPU threads while timing (1 = steadiest)")
+    p.set_defaults(func=_cmd_profile)
 
     p = sub.add_parser("problem", parents=[common], formatter_class=fmt,
                        help="solve a Problem file (our JSON or IOPDDL .json/.json.gz)",
@@ -340,7 +366,8 @@ def _cmd_solve(args) -> int:
     with _quiet_stdout():
         plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
                      solver=args.solver, memory_limit=args.memory_limit,
-                     time_limit=args.time_limit, cross_check=args.cross_check)
+                     time_limit=args.time_limit, cross_check=args.cross_check,
+                     profile=args.profile)
     if args.save:
         plan.save(args.save)
     if args.plot:
@@ -351,6 +378,16 @@ def _cmd_solve(args) -> int:
         _out(plan.to_json())
     else:
         _out(str(plan))
+    return EXIT_OK
+
+
+def _cmd_profile(args) -> int:
+    from .profile import profile_model
+    table = profile_model(args.model, args.cluster, args.out, nodes=args.nodes,
+                          devices=args.devices, batch_size=args.batch_size, device=args.device,
+                          repeats=args.repeats, warmup=args.warmup, dtype=args.dtype,
+                          threads=args.threads)
+    _out(f"wrote {len(table)} measured tiles to {args.out}")
     return EXIT_OK
 
 

@@ -774,12 +774,21 @@ class _Built:
 
 
 def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
-           config_options=None, cost_model=None) -> _Built:
+           config_options=None, cost_model=None, profile=None) -> _Built:
     from .build import build
     from .configs import ConfigOptions
 
     graph, model_name = _load_model(model, batch_size)
     topo, cluster_name = _load_cluster(cluster, devices)
+    if profile is not None:
+        if cost_model is not None:
+            raise TypeError("give either cost_model or profile, not both (a CostModel takes "
+                            "its profile table itself)")
+        from .costs import CostModel
+        from .profile import ProfileTable
+        if not isinstance(profile, ProfileTable):
+            profile = ProfileTable.load(profile)
+        cost_model = CostModel(topo, profile=profile)
     budget = _memory_budget(memory_limit, topo)
     if isinstance(config_options, ConfigOptions):
         kw = {"config_options": config_options}
@@ -794,7 +803,8 @@ def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
 
 def make_problem(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
                  memory_limit: float | str | None = None,
-                 config_options: Mapping[str, Any] | None = None, cost_model=None) -> Problem:
+                 config_options: Mapping[str, Any] | None = None, cost_model=None,
+                 profile=None) -> Problem:
     """The :class:`~milp_parallel.Problem` that :func:`solve` would solve.
 
     Same inputs and defaults as :func:`solve` (the budget included), for exporting the
@@ -809,14 +819,14 @@ def make_problem(model, cluster, *, batch_size: int | None = None, devices: int 
     """
     return _build(model, cluster, batch_size=batch_size, devices=devices,
                   memory_limit=memory_limit, config_options=config_options,
-                  cost_model=cost_model).built.problem
+                  cost_model=cost_model, profile=profile).built.problem
 
 
 def solve(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
           solver: str = "auto", memory_limit: float | str | None = None,
           time_limit: float | None = None, cross_check: bool = True,
           config_options: Mapping[str, Any] | None = None, cost_model=None,
-          **solver_options: Any) -> Plan:
+          profile=None, **solver_options: Any) -> Plan:
     """Find the fastest layer-wise parallelization of a model on a cluster.
 
     Parameters
@@ -850,6 +860,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     cost_model : CostModel, optional
         Default: ``CostModel(topology)`` (it must be made for the same topology, after
         ``devices`` is applied).
+    profile : ProfileTable or path, optional
+        Measured layer times (:func:`milp_parallel.profile.profile_layers`) used for the
+        compute cost instead of FLOP estimates where the table has the tile (the rest fall
+        back to estimates). Not together with ``cost_model``.
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
@@ -883,7 +897,7 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     """
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
                    memory_limit=memory_limit, config_options=config_options,
-                   cost_model=cost_model)
+                   cost_model=cost_model, profile=profile)
     b = built.built
     graph, topo, problem, budget = b.graph, b.topology, b.problem, built.budget
     model_name, cluster_name = built.model_name, built.cluster_name
