@@ -69,7 +69,7 @@ logger = logging.getLogger(__name__)
 #: Default refusal threshold: entries of the largest variable-elimination table.
 DEFAULT_MAX_TABLE_SIZE = 5e7
 #: Entries per numpy temporary in node elimination (bounds memory: 8 bytes each).
-_CHUNK_ELEMS = 1 << 22
+_CHUNK_ELEMS = 1 << 20
 _ORDERINGS = ("auto", "min_weight", "min_degree", "min_fill")
 _COMMON_OPTIONS = {"time_limit", "threads", "gap", "verbose", "warm_start"}
 
