@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,14 @@ def solve_cbc(problem: Problem, *, time_limit: float | None = None, threads: int
     done = trivial_result(problem, model, "cbc", warm, t0)
     if done is not None:
         return done
+    with warnings.catch_warnings():
+        # PuLP 3.3 warns about its 4.0 API on every variable; 3.x is what bundles CBC.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _solve(pulp, problem, model, warm, t0, time_limit=time_limit, threads=threads,
+                      gap=gap, verbose=verbose)
+
+
+def _solve(pulp, problem, model, warm, t0, *, time_limit, threads, gap, verbose):
     prob = pulp.LpProblem("milp_parallel", pulp.LpMinimize)
     cols = [pulp.LpVariable(f"c{i}", lowBound=0, upBound=1,
                             cat=pulp.LpBinary if model.col_integer[i] else pulp.LpContinuous)
