@@ -82,8 +82,11 @@ def test_too_large_names_size_and_alternatives():
     p = Problem([np.zeros(10)] * 7, [], [])
     with pytest.raises(ProblemTooLargeError, match=r"1e\+07.*dp"):
         brute_force(p)
-    r = brute_force(p, max_assignments=1e7, chunk_size=1 << 20)
-    assert r.status == "optimal" and r.objective == 0.0
+    small = Problem([np.zeros(10)] * 3, [], [])
+    with pytest.raises(ProblemTooLargeError, match="max_assignments=999"):
+        solve_problem(small, "brute", max_assignments=999)
+    r = solve_problem(small, "brute", max_assignments=1000)
+    assert r.status == "optimal" and r.objective == 0.0 and r.stats["n_assignments"] == 1000
 
 
 def test_unknown_option_is_rejected():
