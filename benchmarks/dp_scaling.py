@@ -141,7 +141,7 @@ def main() -> None:
                     n_run = max(100, int(n * min(args.max_gib * 2**30 / bytes_needed,
                                                  args.max_case_seconds / max(predicted, 1e-9))))
                     note = f"est.: measured on {n_run} nodes, scaled x{n / n_run:.1f}"
-                sec, r = time_case(kind, n_run, k, repeat=3 if n_run <= 1000 else 1)
+                sec, r = time_case(kind, n_run, k, repeat=3 if n_run <= 1000 and k <= 32 else 1)
                 if n_run != n:
                     sec = sec * n / n_run
                 else:
