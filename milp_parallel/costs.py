@@ -39,9 +39,11 @@ what its need box shares with the part of the tensor held inside its level-``l``
 node, its group of nodes) minus what it shares with the part held one level below. Under the
 placement rule an aligned block of devices holds a box (exact with power-of-two degrees and
 fanouts); for other spaces the bounding box is used, which may under-count remote bytes. So a
-receiver needs ``levels + 1`` box intersections instead of one per sender, computed with numpy
-over all ``(K_u, K_v, devices)`` at once; identical edges (same producer tiles, same need
-boxes) are computed once per :class:`CostModel`.
+receiver needs ``levels + 1`` box intersections instead of one per sender. An intersection
+volume is the product of 1-D overlaps and a dim has few distinct intervals, so the volumes are
+gathered from small tables (holder interval x need interval, dims merged into joint tables
+while small) over all ``(K_u, K_v, devices)`` at once, in cache-sized blocks; identical edges
+(same producer tiles, same need boxes) are computed once per :class:`CostModel`.
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ __all__ = ["CostModel"]
 
 logger = logging.getLogger(__name__)
 
-#: Largest (holder configs x receiver rows) block t_x works on at once (about 8 MB a table).
-_CHUNK_ELEMENTS = 1 << 20
+#: Largest (holder configs x receiver devices) block t_x works on at once (about 256 KB an
+#: array: the working set stays in the cache).
+_CHUNK_ELEMENTS = 1 << 15
+#: Largest overlap-volume table t_x gathers from (entries; float64).
+_TABLE_ENTRIES = 1 << 18
 
 
 def _digest(*arrays: np.ndarray) -> bytes:
@@ -307,52 +312,144 @@ class CostModel:
         Holders: configuration ``k`` keeps box ``[h_lo[k, t], h_hi[k, t])`` on device ``t <
         t_h[k]``; receivers: configuration ``j``'s device ``t < t_r[j]`` needs ``[n_lo[j, t],
         n_hi[j, t])``. Data the holders do not have at all is not moved.
+
+        Volumes are products of 1-D overlaps, and a dim has few distinct intervals (a
+        splitting of degree ``d`` has ``d``), so each level's volumes come from small
+        precomputed tables (:func:`_level_tables`) by one gather per group of dims; receiver
+        configurations with the same device count are laid out densely as ``(K_h, J, T)``
+        blocks of at most ``_CHUNK_ELEMENTS`` entries.
         """
-        k_h, t_hmax, nd = h_lo.shape
-        # bound the working set (K_h x receiver rows): split the receiver configurations
-        rows_per_cfg = np.asarray(t_r, dtype=np.int64)
-        if k_h * int(rows_per_cfg.sum()) > _CHUNK_ELEMENTS and len(t_r) > 1:
-            cut = np.searchsorted(np.cumsum(rows_per_cfg), _CHUNK_ELEMENTS // max(k_h, 1))
-            cut = int(min(max(cut, 1), len(t_r) - 1))
-            return np.concatenate([
-                self._receive_seconds(h_lo, h_hi, t_h, n_lo[:cut], n_hi[:cut], t_r[:cut]),
-                self._receive_seconds(h_lo, h_hi, t_h, n_lo[cut:], n_hi[cut:], t_r[cut:])],
-                axis=1)
-        # receivers as ragged rows (config j, device d < t_r[j]), grouped by j
-        rr, dd = np.nonzero(np.arange(n_lo.shape[1])[None, :] < t_r[:, None])
-        nlo = n_lo[rr, dd].astype(np.int32)      # extents < 2**31; volumes go to float64
-        nhi = n_hi[rr, dd].astype(np.int32)
-        offsets = np.searchsorted(rr, np.arange(len(t_r)))
-        rows = np.arange(k_h)[:, None]
-        d_max = int(dd.max()) + 1
-        total = np.zeros((k_h, len(rr)))
-        prev = None
-        for lvl, b in enumerate(self._blocks):
-            start = np.arange(-(-d_max // b)) * b                       # block starts
-            first = np.minimum(start, t_hmax - 1)
-            last = np.clip(np.minimum(start[None, :] + b, t_h[:, None]) - 1, 0, t_hmax - 1)
-            valid = (start[None, :] < t_h[:, None])[..., None]
-            b_lo = np.where(valid, h_lo[:, first], 0)                   # (K_h, blocks, nd)
-            b_hi = np.where(valid, h_hi[rows, last], 0)
-            # holders with the same boxes at this level give the same volumes: do them once
-            key = np.concatenate([b_lo, b_hi], axis=2).astype(np.int32).reshape(k_h, -1)
-            uniq, inv = np.unique(key, axis=0, return_inverse=True)
-            uniq = uniq.reshape(len(uniq), -1, 2 * nd)
-            blk = dd // b
-            vol = None
-            for k in range(nd):
-                ov = (np.minimum(uniq[:, blk, nd + k], nhi[None, :, k])
-                      - np.maximum(uniq[:, blk, k], nlo[None, :, k]))
-                np.maximum(ov, 0, out=ov)
-                if vol is None:
-                    vol = ov.astype(np.float64)
-                else:
-                    vol *= ov
-            vol = vol[inv.reshape(-1)]                                  # (K_h, M)
-            if prev is not None:
-                moved = vol - prev
-                hit = moved > 0
-                total += np.where(hit, self._lat[lvl - 1] + moved
-                                  * (self.bytes_per_element / self._bw[lvl - 1]), 0.0)
-            prev = vol
-        return np.maximum.reduceat(total, offsets, axis=1)
+        k_h = h_lo.shape[0]
+        t_h = np.asarray(t_h, dtype=np.int64)
+        t_r = np.asarray(t_r, dtype=np.int64)
+        d_max = int(t_r.max())
+        need = np.arange(d_max)[None, :] < t_r[:, None]
+        n_ids, n_vals = [], []
+        for i in range(h_lo.shape[2]):
+            ids, vals = _interval_ids(np.where(need, n_lo[:, :d_max, i], 0),
+                                      np.where(need, n_hi[:, :d_max, i], 0))
+            n_ids.append(ids)
+            n_vals.append(vals)
+        n_cache: dict = {}
+        levels = [_level_tables(*_block_boxes(h_lo, h_hi, t_h, b, d_max), n_ids, n_vals,
+                                n_cache) for b in self._blocks]
+        cost = [self.bytes_per_element / bw for bw in self._bw]
+        out = np.empty((k_h, len(t_r)))
+        for n_dev in np.unique(t_r):
+            n_dev = int(n_dev)
+            cols = np.flatnonzero(t_r == n_dev)
+            step = max(1, _CHUNK_ELEMENTS // (k_h * n_dev))
+            for s in range(0, len(cols), step):
+                jj = cols[s:s + step]
+                total = prev = None
+                for lvl, groups in enumerate(levels):
+                    vol = None
+                    for h_code, n_id, table in groups:
+                        v = np.take(table, h_code[:, None, :n_dev] + n_id[None, jj, :n_dev])
+                        vol = v if vol is None else np.multiply(vol, v, out=vol)
+                    if prev is not None:
+                        # bytes over level lvl - 1: alpha + bytes / bandwidth where any
+                        moved = vol - prev
+                        hit = moved > 0
+                        moved *= cost[lvl - 1]
+                        moved += self._lat[lvl - 1]
+                        moved *= hit
+                        total = moved if total is None else total + moved
+                    prev = vol
+                if total is None:       # a single level: nothing crosses a link
+                    total = np.zeros((1, len(jj), n_dev))
+                out[:, jj] = np.broadcast_to(total, (k_h,) + total.shape[1:]).max(axis=2)
+        return out
+
+
+def _dense_ids(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, distinct)``: the sorted distinct values of a non-negative integer array and
+    every element's index into them (``np.unique(..., return_inverse=True)``, by a presence
+    table instead of a sort when the values are small)."""
+    code = np.asarray(code, dtype=np.int64)
+    bound = int(code.max()) + 1 if code.size else 1
+    if bound > max(1 << 16, 4 * code.size):
+        u, inv = np.unique(code.ravel(), return_inverse=True)
+        return inv.reshape(code.shape), u
+    present = np.zeros(bound, dtype=bool)
+    present[code] = True
+    index = np.cumsum(present) - 1
+    return index[code], np.flatnonzero(present)
+
+
+def _interval_ids(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ids of the intervals ``[lo, hi)`` (any equal-shape non-negative integer arrays) into
+    their distinct values: ``(ids like lo, (n, 2) array of distinct (lo, hi))``."""
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    m = int(hi.max()) + 1 if hi.size else 1
+    ids, u = _dense_ids(lo * m + hi)
+    return ids, np.stack([u // m, u % m], axis=1)
+
+
+def _block_boxes(h_lo, h_hi, t_h, b: int, d_max: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The box held by each aligned block of ``b`` devices that holds a device ``< d_max``:
+    from the first tile's ``lo`` to the last used tile's ``hi`` (empty for an unused block).
+
+    Returns ``(lo, hi, block)``: boxes of shape ``(K_h or 1, blocks, nd)`` (1 when every
+    holder has the same) and the block of each device ``< d_max``.
+    """
+    k_h, t_hmax, _ = h_lo.shape
+    start = np.arange(-(-d_max // b)) * b
+    first = np.minimum(start, t_hmax - 1)
+    last = np.clip(np.minimum(start[None, :] + b, t_h[:, None]) - 1, 0, t_hmax - 1)
+    valid = (start[None, :] < t_h[:, None])[..., None]
+    b_lo = np.where(valid, h_lo[:, first], 0)
+    b_hi = np.where(valid, h_hi[np.arange(k_h)[:, None], last], 0)
+    if (b_lo == b_lo[:1]).all() and (b_hi == b_hi[:1]).all():
+        b_lo, b_hi = b_lo[:1], b_hi[:1]
+    return b_lo, b_hi, np.arange(d_max) // b
+
+
+def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict
+                  ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Overlap volumes of holder block boxes ``(K, blocks, nd)`` with need boxes, as gathers.
+
+    Per dim, the 1-D overlap of every distinct holder interval with every distinct need
+    interval; dims are then merged greedily into joint tables while a table stays under
+    ``_TABLE_ENTRIES``. Returns per group ``(holder code (K, T), need id (J, T), flat
+    table)``: the group's overlap is ``table[holder code + need id]``, the volume the
+    product over groups (exact in float64: integers below 2**53). ``n_cache`` keeps the
+    receivers' joint ids between levels.
+    """
+    groups = []
+    for i in range(b_lo.shape[2]):
+        h_id, h_val = _interval_ids(b_lo[..., i], b_hi[..., i])
+        n_val = n_vals[i]
+        ov = (np.minimum(h_val[:, 1:], n_val[None, :, 1])
+              - np.maximum(h_val[:, :1], n_val[None, :, 0]))
+        groups.append((i, h_id, np.maximum(ov, 0).astype(np.float64)))
+    while len(groups) > 1:
+        pairs = sorted((groups[a][2].size * groups[c][2].size, a, c)
+                       for a in range(len(groups)) for c in range(a + 1, len(groups)))
+        for _, a, c in pairs:
+            (da, ha, ta), (dc, hc, tc) = groups[a], groups[c]
+            h_id, h_pair = _dense_ids(ha * tc.shape[0] + hc)   # joint ids of (id_a, id_c)
+            if len(h_pair) * ta.shape[1] * tc.shape[1] > _TABLE_ENTRIES * 64:
+                continue
+            key = (da, dc)
+            if key not in n_cache:
+                n_cache[key] = _dense_ids(_need_id(n_cache, n_ids, da) * tc.shape[1]
+                                          + _need_id(n_cache, n_ids, dc))
+            n_pair = n_cache[key][1]
+            if len(h_pair) * len(n_pair) <= _TABLE_ENTRIES:
+                ha_, hc_ = np.divmod(h_pair, tc.shape[0])
+                na_, nc_ = np.divmod(n_pair, tc.shape[1])
+                table = ta[ha_[:, None], na_[None, :]] * tc[hc_[:, None], nc_[None, :]]
+                groups = [g for x, g in enumerate(groups) if x not in (a, c)]
+                groups.append((key, h_id, table))
+                break
+        else:
+            break
+    return [(h_id[:, block] * table.shape[1], _need_id(n_cache, n_ids, dims), table.ravel())
+            for dims, h_id, table in groups]
+
+
+def _need_id(n_cache: dict, n_ids: list, dims) -> np.ndarray:
+    return n_ids[dims] if isinstance(dims, int) else n_cache[dims][0]

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from milp_parallel import clusters
 from milp_parallel.configs import ConfigOptions, enumerate_configs, tile_boxes
@@ -205,3 +207,87 @@ def test_chunked_transfer_equals_unchunked(monkeypatch):
     monkeypatch.setattr(costs, "_CHUNK_ELEMENTS", 64)
     chunked = CostModel(topo).transfer_seconds(g.layer("x"), g.layer("c"), 0, cu, cv)
     assert np.array_equal(whole, chunked)
+
+
+def _assert_edges_match_reference(graph, topo, options=None, every=1):
+    """Every ``every``-th graph edge: the fast t_x table equals the plain reference."""
+    from reference_costs import transfer_seconds as reference
+    cm = CostModel(topo)
+    n = topo.n_devices
+    for u, v, i in list(graph.edges)[::every]:
+        lu, lv = graph.layer(u), graph.layer(v)
+        cu = enumerate_configs(lu, n, options=options)
+        cv = enumerate_configs(lv, n, options=options)
+        got = cm.transfer_seconds(lu, lv, i, cu, cv)
+        want = reference(cm, lu, lv, i, cu, cv)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, err_msg=f"{u} -> {v}")
+
+
+THREE_LEVELS = Topology(Device("g", 16e9, 1e13), [Level("a", 2, 100e9, 1e-6),
+                                                  Level("b", 2, 10e9, 5e-6),
+                                                  Level("c", 4, 1e9, 2e-5)])
+
+
+@pytest.mark.parametrize("name, topo, every", [
+    ("resnet18", clusters.get("abci", nodes=2), 1),
+    ("inception_v3", THREE_LEVELS, 3),
+    ("mobilenet_v2", clusters.get("abci", nodes=4), 4),
+    ("bert_base", clusters.get("abci", nodes=2), 2),
+    ("cosmoflow", clusters.get("pcie_box"), 1),
+])
+def test_fast_transfer_equals_the_reference_on_zoo_models(name, topo, every):
+    from milp_parallel import models
+    g = models.get(name)
+    g = g.with_batch_size(max(g.batch_size, topo.n_devices))
+    _assert_edges_match_reference(g, topo, every=every)
+
+
+def test_fast_transfer_equals_the_reference_off_powers_of_two():
+    # 3 nodes x 2 GPUs, any divisor: blocks are not boxes, the bounding-box rule applies
+    topo = Topology(Device("g", 16e9, 1e13), [Level("nv", 2, 50e9, 9e-6),
+                                              Level("ib", 3, 12.5e9, 4e-5)])
+    g = LayerGraph()
+    g.input("x", (6, 3, 12, 10))
+    g.conv("c1", "x", 6, 3, padding=1)
+    g.conv("c2", "c1", 12, 3, stride=2, padding=1)
+    g.pool("p", "c2", 2)
+    g.flatten("f", "p")
+    g.linear("fc", "f", 6)
+    _assert_edges_match_reference(g, topo, options=ConfigOptions(power_of_two=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_fast_kernel_equals_the_reference_on_random_boxes(data):
+    """Arbitrary boxes (empty, overlapping, not from a placement) and hierarchies, with and
+    without chunking and table merging."""
+    from reference_costs import receive_seconds as reference
+    import milp_parallel.costs as costs
+    fanouts = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    topo = Topology(Device("g", 1e9, 1e12),
+                    [Level(f"l{x}", f, 10.0 ** (11 - x), 1e-6 * (x + 1))
+                     for x, f in enumerate(fanouts)])
+    n = topo.n_devices
+    nd = data.draw(st.integers(1, 4))
+    k_h, k_r = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+
+    def boxes(k):
+        a = rng.integers(0, 9, size=(k, n, nd, 2))
+        return a.min(axis=3), a.max(axis=3)
+
+    h_lo, h_hi = boxes(k_h)
+    n_lo, n_hi = boxes(k_r)
+    t_h = rng.integers(1, n + 1, size=k_h)
+    t_r = rng.integers(1, n + 1, size=k_r)
+    cm = CostModel(topo, bytes_per_element=data.draw(st.sampled_from([2, 4])))
+    want = reference(cm, h_lo, h_hi, t_h, n_lo, n_hi, t_r)
+    chunk = data.draw(st.sampled_from([1, 7, 1 << 15]))
+    table = data.draw(st.sampled_from([1, 50, 1 << 18]))
+    saved = costs._CHUNK_ELEMENTS, costs._TABLE_ENTRIES
+    try:
+        costs._CHUNK_ELEMENTS, costs._TABLE_ENTRIES = chunk, table
+        got = cm._receive_seconds(h_lo, h_hi, t_h, n_lo, n_hi, t_r)
+    finally:
+        costs._CHUNK_ELEMENTS, costs._TABLE_ENTRIES = saved
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
