@@ -179,7 +179,9 @@ def config_label(layer, degrees) -> str:
 
 def config_labels(layer, configs: np.ndarray) -> tuple[str, ...]:
     """:func:`config_label` of every row of ``configs``."""
-    return tuple(config_label(layer, row) for row in np.asarray(configs))
+    dims = tuple(layer.dims)
+    return tuple(" ".join([f"{d}={k}" for d, k in zip(dims, row) if k > 1]) or "serial"
+                 for row in np.asarray(configs, dtype=np.int64).tolist())
 
 
 def config_counts(graph, n_devices: int, *, options: ConfigOptions | None = None

@@ -195,22 +195,7 @@ class CostModel:
         key = (configs.tobytes(), configs.shape, split)
         hit = self._sync_cache.get(key)
         if hit is None:
-            per_cfg = []
-            for row in configs:
-                d = row.astype(np.int64)
-                t = np.arange(int(d.prod()))
-                coord = np.stack(np.unravel_index(t, d), axis=1)
-                mask = np.array(split, bool)
-                if mask.any():
-                    shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask]))
-                    n_shards = int(d[mask].prod())
-                else:
-                    shard, n_shards = np.zeros(len(t), np.int64), 1
-                rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
-                alpha, bw, r = self.topology.ring_parameters(rings)
-                # the rings of one configuration differ only by their links: keep the distinct
-                pairs = np.unique(np.stack([np.atleast_1d(alpha), np.atleast_1d(bw)], 1), axis=0)
-                per_cfg.append((pairs, r))
+            per_cfg = [self._row_rings(row, split) for row in configs.tolist()]
             g = max(len(p) for p, _ in per_cfg)
             a = np.full((len(configs), g), -np.inf)
             b = np.full((len(configs), g), np.inf)
@@ -218,6 +203,29 @@ class CostModel:
                 a[k, :len(pairs)], b[k, :len(pairs)] = pairs[:, 0], pairs[:, 1]
             r = np.array([r for _, r in per_cfg], dtype=np.int64)
             hit = (a, b, r)
+            self._sync_cache[key] = hit
+        return hit
+
+    def _row_rings(self, row: list, split: tuple[bool, ...]) -> tuple[np.ndarray, int]:
+        """The distinct ``(alpha, bandwidth)`` of one configuration's replica rings, and the
+        ring size (cached by degrees: layers of every shape share them)."""
+        key = (tuple(row), split)
+        hit = self._sync_cache.get(key)
+        if hit is None:
+            d = np.asarray(row, dtype=np.int64)
+            t = np.arange(int(d.prod()))
+            coord = np.stack(np.unravel_index(t, d), axis=1)
+            mask = np.array(split, bool)
+            if mask.any():
+                shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask]))
+                n_shards = int(d[mask].prod())
+            else:
+                shard, n_shards = np.zeros(len(t), np.int64), 1
+            rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
+            alpha, bw, r = self.topology.ring_parameters(rings)
+            # the rings of one configuration differ only by their links: keep the distinct
+            pairs = np.unique(np.stack([np.atleast_1d(alpha), np.atleast_1d(bw)], 1), axis=0)
+            hit = (pairs, r)
             self._sync_cache[key] = hit
         return hit
 
@@ -251,8 +259,15 @@ class CostModel:
         """Bytes each device holds for this layer, shape (K, n_devices)."""
         c = self._configs(layer, configs)
         n = self.topology.n_devices
-        lo, hi, valid = self._tiles(layer.output_shape, c, n_tiles=n)
-        act = (hi - lo).prod(axis=2).astype(float) * self.bytes_per_element
+        key = ("act", tuple(layer.output_shape), c.tobytes(), c.shape)
+        hit = self._tile_cache.get(key)
+        if hit is None:     # members of a merged node share their shape and configurations
+            lo, hi, valid = self._tiles(layer.output_shape, c, n_tiles=n)
+            hit = ((hi - lo).prod(axis=2).astype(float) * self.bytes_per_element, valid)
+            hit[0].setflags(write=False)
+            self._tile_cache[key] = hit
+        act, valid = hit
+        act = act.copy()
         if layer.params > 0:
             mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
             shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)

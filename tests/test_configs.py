@@ -68,6 +68,7 @@ def test_labels_and_counts():
     cfg = enumerate_configs(layer, 4)
     labels = config_labels(layer, cfg)
     assert labels[0] == "serial" and len(set(labels)) == len(labels)
+    assert labels == tuple(config_label(layer, row) for row in cfg)
     g = LayerGraph()
     g.input("x", (8, 3, 16, 16))
     g.conv("conv", "x", 16, 3, padding=1)

@@ -291,3 +291,27 @@ def test_fast_kernel_equals_the_reference_on_random_boxes(data):
     finally:
         costs._CHUNK_ELEMENTS, costs._TABLE_ENTRIES = saved
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_sync_and_memory_do_not_depend_on_the_batch_of_configurations():
+    """The per-degree ring cache and the shared tile volumes answer as a fresh model does for
+    each configuration alone."""
+    g = LayerGraph()
+    g.input("x", (8, 16, 8, 8))
+    g.conv("conv", "x", 32, 3, padding=1)
+    g.elementwise("relu", "conv")
+    topo = clusters.get("abci", nodes=2)
+    cm = CostModel(topo)
+    conv, relu = g.layer("conv"), g.layer("relu")
+    cfg = enumerate_configs(conv, 8)
+    sync = cm.sync_seconds(conv, cfg)
+    mem = cm.memory_bytes(conv, cfg)
+    mem_relu = cm.memory_bytes(relu, cfg)
+    for k, row in enumerate(cfg):
+        alone = CostModel(topo)
+        assert alone.sync_seconds(conv, row[None])[0] == sync[k]
+        assert np.array_equal(alone.memory_bytes(conv, row[None])[0], mem[k])
+        assert np.array_equal(alone.memory_bytes(relu, row[None])[0], mem_relu[k])
+    assert cm.sync_seconds(conv, cfg[::-1]).tolist() == sync[::-1].tolist()
+    mem[:] = -1     # the returned tables are the caller's
+    assert (cm.memory_bytes(conv, cfg) >= 0).all()
