@@ -350,6 +350,8 @@ class CostModel:
                                 n_cache) for b in self._blocks]
         cost = [self.bytes_per_element / bw for bw in self._bw]
         out = np.empty((k_h, len(t_r)))
+        # blocks are laid out (receiver configs J, devices T, holder configs K): K innermost
+        # keeps numpy's inner loops long and the max over devices cheap
         for n_dev in np.unique(t_r):
             n_dev = int(n_dev)
             cols = np.flatnonzero(t_r == n_dev)
@@ -360,7 +362,8 @@ class CostModel:
                 for lvl, groups in enumerate(levels):
                     vol = None
                     for h_code, n_id, table in groups:
-                        v = np.take(table, h_code[:, None, :n_dev] + n_id[None, jj, :n_dev])
+                        idx = h_code[None, :n_dev, :] + n_id[jj, :n_dev, None]
+                        v = np.take(table, idx, mode="clip")    # indices are in range
                         vol = v if vol is None else np.multiply(vol, v, out=vol)
                     if prev is not None:
                         # bytes over level lvl - 1: alpha + bytes / bandwidth where any
@@ -369,11 +372,16 @@ class CostModel:
                         moved *= cost[lvl - 1]
                         moved += self._lat[lvl - 1]
                         moved *= hit
-                        total = moved if total is None else total + moved
+                        if total is None:
+                            total = moved
+                        elif total.shape == moved.shape:
+                            total += moved
+                        else:
+                            total = total + moved
                     prev = vol
                 if total is None:       # a single level: nothing crosses a link
-                    total = np.zeros((1, len(jj), n_dev))
-                out[:, jj] = np.broadcast_to(total, (k_h,) + total.shape[1:]).max(axis=2)
+                    total = np.zeros((len(jj), n_dev, 1))
+                out[:, jj] = np.broadcast_to(total.max(axis=1).T, (k_h, len(jj)))
         return out
 
 
@@ -428,7 +436,7 @@ def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict
 
     Per dim, the 1-D overlap of every distinct holder interval with every distinct need
     interval; dims are then merged greedily into joint tables while a table stays under
-    ``_TABLE_ENTRIES``. Returns per group ``(holder code (K, T), need id (J, T), flat
+    ``_TABLE_ENTRIES``. Returns per group ``(holder code (T, K), need id (J, T), flat
     table)``: the group's overlap is ``table[holder code + need id]``, the volume the
     product over groups (exact in float64: integers below 2**53). ``n_cache`` keeps the
     receivers' joint ids between levels.
@@ -462,8 +470,8 @@ def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict
                 break
         else:
             break
-    return [(h_id[:, block] * table.shape[1], _need_id(n_cache, n_ids, dims), table.ravel())
-            for dims, h_id, table in groups]
+    return [(np.ascontiguousarray((h_id * table.shape[1]).T[block]),
+             _need_id(n_cache, n_ids, dims), table.ravel()) for dims, h_id, table in groups]
 
 
 def _need_id(n_cache: dict, n_ids: list, dims) -> np.ndarray:
