@@ -78,6 +78,13 @@ def _digest(*arrays: np.ndarray) -> bytes:
     return h.digest()
 
 
+def _narrow(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays as int32 when their values fit (fewer bytes to hash), else unchanged."""
+    if all(a.size == 0 or (a.min() >= -(1 << 31) and a.max() < 1 << 31) for a in arrays):
+        return tuple(a.astype(np.int32) for a in arrays)
+    return arrays
+
+
 class CostModel:
     """Vectorized costs of layer configurations on a topology.
 
@@ -287,7 +294,15 @@ class CostModel:
         Returns
         -------
         numpy.ndarray, shape (K_u, K_v)
+            A new array (see :meth:`transfer_table` for the cached one).
         """
+        return self.transfer_table(producer, consumer, input_index, cfg_u, cfg_v).copy()
+
+    def transfer_table(self, producer, consumer, input_index: int, cfg_u, cfg_v
+                       ) -> np.ndarray:
+        """:meth:`transfer_seconds` without the copy: the cost model's cached, read-only
+        table (cheap to look up again with the same configurations, e.g. to read single
+        entries of a built problem's edges)."""
         cu = self._configs(producer, cfg_u)
         cv = self._configs(consumer, cfg_v)
         # the table depends on the producer's tiles and on what the consumer's tiles need,
@@ -309,8 +324,10 @@ class CostModel:
                 raise InvalidTopologyError(
                     f"edge {producer.name!r} -> {consumer.name!r}: input {input_index} has "
                     f"{r_lo.shape[-1]} dims, the producer's output {p_lo.shape[-1]}")
-            # different layers may need the same boxes (e.g. convs with other widths)
-            dkey = _digest(p_lo, p_hi, r_lo, r_hi)
+            # different layers may need the same boxes (e.g. convs with other widths); the
+            # producer's tiles are fixed by its shape and configurations
+            dkey = (tuple(producer.output_shape), cu.tobytes(), cu.shape,
+                    _digest(*_narrow(r_lo, r_hi)))
             hit = self._tx_cache.get(dkey)
             if hit is None:
                 hit = (1.0 + self.backward_transfer_factor) * self._receive_seconds(
@@ -319,7 +336,7 @@ class CostModel:
                 self._tx_cache[dkey] = hit
             if key is not None:
                 self._tx_cache[key] = hit
-        return hit.copy()
+        return hit
 
     def _receive_seconds(self, h_lo, h_hi, t_h, n_lo, n_hi, t_r) -> np.ndarray:
         """Max over receiving devices of their receive time, shape (K_h, K_r).

@@ -722,11 +722,13 @@ class _Accounting:
             c = a[v]
             res[lay.name] = [float(mc.compute_seconds[c]), float(mc.sync_seconds[c]), 0.0,
                              float(np.max(mc.memory_bytes[c]))]
+        configs = self.built.configs
         for u, w, i in self.edges:
-            t = self.cm.transfer_seconds(self.graph.layer(u), self.graph.layer(w), i,
-                                         self.degrees(u, a)[None, :],
-                                         self.degrees(w, a)[None, :])
-            res[w][2] += _as_float(t)
+            # the build's (cached) table of this graph edge: one lookup, not a new t_x
+            nu, nw = self.node_of[u], self.node_of[w]
+            t = self.cm.transfer_table(self.graph.layer(u), self.graph.layer(w), i,
+                                       configs[nu], configs[nw])
+            res[w][2] += float(t[a[nu], a[nw]])
         return res
 
     def totals(self, a: np.ndarray) -> tuple[float, float, float]:

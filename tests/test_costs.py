@@ -315,3 +315,24 @@ def test_sync_and_memory_do_not_depend_on_the_batch_of_configurations():
     assert cm.sync_seconds(conv, cfg[::-1]).tolist() == sync[::-1].tolist()
     mem[:] = -1     # the returned tables are the caller's
     assert (cm.memory_bytes(conv, cfg) >= 0).all()
+
+
+def test_transfer_table_is_the_cached_table_and_entries_do_not_depend_on_the_batch():
+    g = LayerGraph()
+    g.input("x", (8, 4, 8, 8))
+    g.conv("c", "x", 8, 3, padding=1)
+    topo = clusters.get("abci", nodes=2)
+    cm = CostModel(topo)
+    x, c = g.layer("x"), g.layer("c")
+    cu, cv = enumerate_configs(x, 8), enumerate_configs(c, 8)
+    table = cm.transfer_table(x, c, 0, cu, cv)
+    assert not table.flags.writeable
+    assert cm.transfer_table(x, c, 0, cu, cv) is table
+    copy = cm.transfer_seconds(x, c, 0, cu, cv)
+    assert np.array_equal(copy, table) and copy.flags.writeable
+    # plan breakdowns read single entries of the build's tables: the same numbers as a
+    # table of one pair computed alone
+    fresh = CostModel(topo)
+    for a in range(0, len(cu), 3):
+        for b in range(0, len(cv), 4):
+            assert fresh.transfer_seconds(x, c, 0, cu[a:a + 1], cv[b:b + 1])[0, 0] == table[a, b]
