@@ -363,8 +363,13 @@ class CostModel:
             n_ids.append(ids)
             n_vals.append(vals)
         n_cache: dict = {}
-        levels = [_level_tables(*_block_boxes(h_lo, h_hi, t_h, b, d_max), n_ids, n_vals,
-                                n_cache) for b in self._blocks]
+        # a joint table is worth building while smaller than the gathers it saves
+        m = int(t_r.sum())
+        levels = []
+        for b in self._blocks:
+            b_lo, b_hi, block = _block_boxes(h_lo, h_hi, t_h, b, d_max)
+            levels.append(_level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache,
+                                        min(_TABLE_ENTRIES, len(b_lo) * m)))
         cost = [self.bytes_per_element / bw for bw in self._bw]
         out = np.empty((k_h, len(t_r)))
         # blocks are laid out (receiver configs J, devices T, holder configs K): K innermost
@@ -447,13 +452,13 @@ def _block_boxes(h_lo, h_hi, t_h, b: int, d_max: int
     return b_lo, b_hi, np.arange(d_max) // b
 
 
-def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict
+def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict, limit: int
                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Overlap volumes of holder block boxes ``(K, blocks, nd)`` with need boxes, as gathers.
 
     Per dim, the 1-D overlap of every distinct holder interval with every distinct need
-    interval; dims are then merged greedily into joint tables while a table stays under
-    ``_TABLE_ENTRIES``. Returns per group ``(holder code (T, K), need id (J, T), flat
+    interval; dims are then merged greedily into joint tables while a table has at most
+    ``limit`` entries. Returns per group ``(holder code (T, K), need id (J, T), flat
     table)``: the group's overlap is ``table[holder code + need id]``, the volume the
     product over groups (exact in float64: integers below 2**53). ``n_cache`` keeps the
     receivers' joint ids between levels.
@@ -470,18 +475,21 @@ def _level_tables(b_lo, b_hi, block, n_ids, n_vals, n_cache: dict
                        for a in range(len(groups)) for c in range(a + 1, len(groups)))
         for _, a, c in pairs:
             (da, ha, ta), (dc, hc, tc) = groups[a], groups[c]
+            if max(ta.shape[0], tc.shape[0]) * max(ta.shape[1], tc.shape[1]) > limit:
+                continue        # the joint table has at least this many entries
             h_id, h_pair = _dense_ids(ha * tc.shape[0] + hc)   # joint ids of (id_a, id_c)
-            if len(h_pair) * ta.shape[1] * tc.shape[1] > _TABLE_ENTRIES * 64:
+            if len(h_pair) * max(ta.shape[1], tc.shape[1]) > limit:
                 continue
             key = (da, dc)
             if key not in n_cache:
                 n_cache[key] = _dense_ids(_need_id(n_cache, n_ids, da) * tc.shape[1]
                                           + _need_id(n_cache, n_ids, dc))
             n_pair = n_cache[key][1]
-            if len(h_pair) * len(n_pair) <= _TABLE_ENTRIES:
+            if len(h_pair) * len(n_pair) <= limit:
                 ha_, hc_ = np.divmod(h_pair, tc.shape[0])
                 na_, nc_ = np.divmod(n_pair, tc.shape[1])
-                table = ta[ha_[:, None], na_[None, :]] * tc[hc_[:, None], nc_[None, :]]
+                table = np.take(np.take(ta, ha_, axis=0), na_, axis=1)
+                table *= np.take(np.take(tc, hc_, axis=0), nc_, axis=1)
                 groups = [g for x, g in enumerate(groups) if x not in (a, c)]
                 groups.append((key, h_id, table))
                 break
