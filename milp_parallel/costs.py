@@ -155,6 +155,7 @@ class CostModel:
         self._bw = np.array([x.bandwidth_bytes_per_s for x in lv], float)
         self._lat = np.array([x.latency_for(2) for x in lv], float)
         self._blocks = (1,) + topology.group_sizes
+        self._n_devices = topology.n_devices
 
     def __repr__(self) -> str:
         return (f"CostModel({self.topology.name!r}, {self.topology.n_devices} devices, "
@@ -167,7 +168,7 @@ class CostModel:
             raise InvalidTopologyError(
                 f"layer {layer.name!r}: configurations have {c.shape[1]} degrees, the layer "
                 f"has {len(layer.dims)} dims {layer.dims}")
-        if c.prod(axis=1).max() > self.topology.n_devices:
+        if c.prod(axis=1).max() > self._n_devices:
             raise InvalidTopologyError(
                 f"layer {layer.name!r}: a configuration uses {int(c.prod(axis=1).max())} "
                 f"devices, the topology has {self.topology.n_devices}")
@@ -265,7 +266,7 @@ class CostModel:
     def memory_bytes(self, layer, configs) -> np.ndarray:
         """Bytes each device holds for this layer, shape (K, n_devices)."""
         c = self._configs(layer, configs)
-        n = self.topology.n_devices
+        n = self._n_devices
         key = ("act", tuple(layer.output_shape), c.tobytes(), c.shape)
         hit = self._tile_cache.get(key)
         if hit is None:     # members of a merged node share their shape and configurations
