@@ -28,7 +28,8 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   halo exchanges and for re-layouts where every device receives as much as it sends (e.g.
   sample-split <-> channel-split on as many devices); when one side uses fewer devices the
   reverse direction may be slower (those devices receive more) and this under-estimates it.
-  0 when the layouts match.
+  0 when the layouts match. :meth:`CostModel.transfer_table` is the same table as cached
+  (read-only, no copy).
 - :meth:`CostModel.memory_bytes`: per device, ``(2 + optimizer_state_factor)`` x the weight
   shard it holds (weights, gradients, optimizer state; the default 2 is Adam's two moments, 0
   gives ParaDL's accounting) plus its output tile, kept for the backward pass. Devices a
