@@ -350,8 +350,10 @@ class CostModel:
         Volumes are products of 1-D overlaps, and a dim has few distinct intervals (a
         splitting of degree ``d`` has ``d``), so each level's volumes come from small
         precomputed tables (:func:`_level_tables`) by one gather per group of dims; receiver
-        configurations with the same device count are laid out densely as ``(K_h, J, T)``
-        blocks of at most ``_CHUNK_ELEMENTS`` entries.
+        configurations with the same device count are laid out densely as ``(J, T, K_h)``
+        blocks of at most ``_CHUNK_ELEMENTS`` entries. Every entry is computed with the same
+        float operations in the same order whatever the batch of configurations, so a table
+        entry equals the one-pair table of the same configurations.
         """
         k_h = h_lo.shape[0]
         t_h = np.asarray(t_h, dtype=np.int64)
@@ -410,12 +412,12 @@ class CostModel:
 
 
 def _dense_ids(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, distinct)``: the sorted distinct values of a non-negative integer array and
-    every element's index into them (``np.unique(..., return_inverse=True)``, by a presence
+    """``(ids, distinct)``: the sorted distinct values of an integer array and every
+    element's index into them (``np.unique(..., return_inverse=True)``, by a presence
     table instead of a sort when the values are small)."""
     code = np.asarray(code, dtype=np.int64)
     bound = int(code.max()) + 1 if code.size else 1
-    if bound > max(1 << 16, 4 * code.size):
+    if bound > max(1 << 16, 4 * code.size) or (code.size and code.min() < 0):
         u, inv = np.unique(code.ravel(), return_inverse=True)
         return inv.reshape(code.shape), u
     present = np.zeros(bound, dtype=bool)
