@@ -12,7 +12,7 @@ source.
 2. **Search time** (OptCNN Table 3, PaSE Table I): each solver's wall time to a proved optimum
    on zoo models at several device counts, without a budget and with a *binding* memory
    budget (halfway between the least memory any plan needs and the unconstrained optimum's
-   peak). Every solve runs in a forked process that is killed at a hard limit; time-outs are
+   peak). Every solve runs in a process of its own that is killed at a hard limit; time-outs are
    reported with their status and gap, never dropped.
 3. **ParaDL**: the oracle's scaling tables and projected-vs-measured epoch times (the
    ``oracle_report()`` of ``benchmarks/oracle_paradl.py``, found in the source tree).
@@ -402,10 +402,31 @@ def _child(conn, problem, solver, options) -> None:  # pragma: no cover - forked
         conn.close()
 
 
+#: Modules the fork server imports once, so that each solve's process starts in milliseconds.
+_PRELOAD = ["milp_parallel.solvers", "milp_parallel.solvers.dp", "milp_parallel.solvers.milp",
+            "milp_parallel.solvers.highs", "milp_parallel.solvers.cbc",
+            "milp_parallel.solvers.cpsat", "milp_parallel.solvers.brute"]
+
+
+def _context():
+    """The ``forkserver`` multiprocessing context (``None`` where there is none).
+
+    Not plain ``fork``: HiGHS keeps a process-wide thread pool, and a child forked after the
+    parent ran a HiGHS MIP inherits it without its threads, so its own MIP fails
+    (``HighsStatus.kError``). The fork server is a fresh interpreter that never solved.
+    """
+    if "forkserver" not in mp.get_all_start_methods():
+        return None
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
 def _solve_killable(problem, solver: str, options: Mapping[str, Any], kill_after: float
                     ) -> dict:
-    """Solve in a forked process; kill it after ``kill_after`` seconds."""
-    if "fork" not in mp.get_all_start_methods():
+    """Solve in a process of its own (from a fork server); kill it after ``kill_after`` s."""
+    ctx = _context()
+    if ctx is None:
         from .solvers import solve_problem
         t0 = time.perf_counter()
         r = solve_problem(problem, solver, **options)
@@ -413,7 +434,6 @@ def _solve_killable(problem, solver: str, options: Mapping[str, Any], kill_after
                 "gap": float(r.gap), "solver_seconds": float(r.seconds),
                 "wall_seconds": time.perf_counter() - t0, "killed": False,
                 "assignment": None if r.assignment is None else list(r.assignment)}
-    ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, problem, solver, dict(options)),
                        daemon=True)
