@@ -302,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("clusters", parents=[common], help="list the cluster presets")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_clusters)
+
+    p = sub.add_parser("reproduce", parents=[common],
+                       help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
+    p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
+    p.add_argument("--out", default="benchmarks", metavar="DIR",
+                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks)")
+    p.set_defaults(func=_cmd_reproduce)
     return parser
 
 
@@ -388,6 +395,14 @@ def _cmd_profile(args) -> int:
                           repeats=args.repeats, warmup=args.warmup, dtype=args.dtype,
                           threads=args.threads)
     _out(f"wrote {len(table)} measured tiles to {args.out}")
+    return EXIT_OK
+
+
+def _cmd_reproduce(args) -> int:
+    from .reproduce import ReproduceConfig, reproduce
+    config = ReproduceConfig.quick() if args.quick else ReproduceConfig.full()
+    res = reproduce(args.out, config)
+    _out(f"wrote {res['report']} and {len(res['plots'])} plots in {res['seconds']:.0f} s")
     return EXIT_OK
 
 
