@@ -18,7 +18,13 @@ growth exponents fitted by log-log least squares: in nodes (expected close to 1)
 configurations (expected about 2 for chains, about 3 for series-parallel graphs).
 
 With ``--budget`` it also times the all-live memory budget search (one device, budget at 30%
-between the least and the largest total memory) on the smaller cases.
+between the least and the largest total memory) on the smaller cases. ``--budget-only`` skips
+the unconstrained table.
+
+With ``--zoo`` it times the budget search on zoo models (``--models``, ``--devices``, cluster
+``optcnn``) with a binding budget: halfway between the least memory any assignment needs and
+the unconstrained optimum's peak, on the binding device (the one whose least memory is largest,
+usually device 0; the same budget on every device). ``--compare highs`` also times that MILP backend on the same problems.
 
 For reference, OptCNN reported 0.4 s for Inception-v3 (102 layers, 4 GPUs) with its search.
 """
@@ -120,7 +126,23 @@ def main() -> None:
                     help="above this predicted time a case is measured on fewer nodes")
     ap.add_argument("--budget", action="store_true",
                     help="also time the memory-budget search (50 x 8, 100 x 32; 60 s limit)")
+    ap.add_argument("--budget-only", action="store_true",
+                    help="only the memory-budget cases (implies --budget)")
+    ap.add_argument("--zoo", action="store_true",
+                    help="time the budget search on zoo models with a binding budget")
+    ap.add_argument("--models", nargs="+",
+                    default=["lenet5", "alexnet", "vgg16", "inception_v3", "resnet50"])
+    ap.add_argument("--devices", nargs="+", type=int, default=[4, 16])
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--compare", nargs="*", default=[],
+                    help="other solvers to time on the zoo problems (e.g. highs)")
     args = ap.parse_args()
+    if args.zoo:
+        zoo_budget(args.models, args.devices, args.time_limit, args.compare)
+        return
+    if args.budget_only:
+        budget_cases(args.graphs, args.time_limit)
+        return
     nodes = args.nodes or ([100, 1000] if args.quick else [100, 1000, 10000])
     configs = args.configs or ([8, 32] if args.quick else [8, 32, 128])
 
@@ -165,17 +187,55 @@ def main() -> None:
             print(f"  {kind:16s} n={n:<6d} time ~ configs^{e:.2f}")
 
     if args.budget:
-        print("\nmemory budget (1 device, 30% between least and largest total memory)")
-        print(f"{'graph':16s} {'nodes':>6s} {'K':>4s} {'seconds':>9s} {'dp runs':>8s} "
-              f"{'B&B nodes':>9s}")
-        for kind in args.graphs:
-            for n, k in [(50, 8), (100, 32)]:
-                t0 = time.perf_counter()
-                r = solve_problem(make_problem(kind, n, k, budget=0.3), "dp", time_limit=60)
-                print(f"{kind:16s} {n:6d} {k:4d} {time.perf_counter() - t0:9.3f} "
-                      f"{r.stats['dp_runs']:8d} {r.stats['branch_nodes']:9d}  {r.status}",
-                      flush=True)
+        budget_cases(args.graphs, args.time_limit)
     print(f"\ntotal {time.perf_counter() - t_all:.1f} s")
+
+
+def budget_cases(graphs, time_limit: float) -> None:
+    print("\nmemory budget (1 device, 30% between least and largest total memory)")
+    print(f"{'graph':16s} {'nodes':>6s} {'K':>4s} {'seconds':>9s} {'dp runs':>8s} "
+          f"{'B&B nodes':>9s}  status objective")
+    for kind in graphs:
+        for n, k in [(50, 8), (100, 32)]:
+            t0 = time.perf_counter()
+            r = solve_problem(make_problem(kind, n, k, budget=0.3), "dp",
+                              time_limit=time_limit)
+            print(f"{kind:16s} {n:6d} {k:4d} {time.perf_counter() - t0:9.3f} "
+                  f"{r.stats['dp_runs']:8d} {r.stats['branch_nodes']:9d}  {r.status} "
+                  f"{r.objective:.10g}", flush=True)
+
+
+def binding_problem(model: str, devices: int) -> Problem | None:
+    """The zoo problem with a budget halfway between least memory and the free optimum's peak."""
+    from milp_parallel.plan import least_memory_bytes, make_problem as zoo_problem
+
+    p = zoo_problem(model, "optcnn", devices=devices, memory_limit=math.inf)
+    free = solve_problem(p, "dp")
+    peak = p.evaluate(free.assignment).peak_memory
+    least = least_memory_bytes(p)
+    d = int(np.argmax(least))
+    if peak[d] <= least[d]:
+        return None
+    return p.with_memory_limit(0.5 * (least[d] + peak[d]))
+
+
+def zoo_budget(models, devices, time_limit: float, compare) -> None:
+    print(f"zoo models on 'optcnn' with a binding budget (time limit {time_limit:g} s)")
+    print(f"{'model':14s} {'dev':>4s} {'nodes':>6s} {'maxK':>5s} {'solver':>7s} "
+          f"{'seconds':>9s} {'status':>9s} {'objective':>14s} {'gap':>9s} {'B&B':>7s}")
+    for model in models:
+        for n_dev in devices:
+            p = binding_problem(model, n_dev)
+            if p is None:
+                print(f"{model:14s} {n_dev:4d}  the budget cannot bind (free optimum = least)")
+                continue
+            for solver in ["dp", *compare]:
+                t0 = time.perf_counter()
+                r = solve_problem(p, solver, time_limit=time_limit)
+                sec = time.perf_counter() - t0
+                print(f"{model:14s} {n_dev:4d} {p.n_nodes:6d} {int(p.n_configs.max()):5d} "
+                      f"{solver:>7s} {sec:9.3f} {r.status:>9s} {r.objective:14.8g} "
+                      f"{r.gap:9.2g} {r.stats.get('branch_nodes', ''):>7}", flush=True)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ DEFAULT_MAX_TABLE_SIZE = 5e7
 #: Entries per numpy temporary in node elimination (bounds memory: 8 bytes each).
 _CHUNK_ELEMS = 1 << 20
 _ORDERINGS = ("auto", "min_weight", "min_degree", "min_fill")
+#: Most variable-elimination table entries kept for min-marginals (reduced-cost fixing).
+_MAX_TRACE_ENTRIES = 2e7
 _COMMON_OPTIONS = {"time_limit", "threads", "gap", "verbose", "warm_start"}
 
 
@@ -315,6 +317,8 @@ class _Engine:
         self.plan = _build_plan(self.n, self.k, problem.edges, eliminations=eliminations,
                                 ordering=ordering, max_table_size=max_table_size)
         self.tables = self.edge_tables(problem.edge_costs, problem.edges)
+        self.ve_entries = sum(int(self.k[st[1]]) * int(np.prod([int(self.k[v]) for v in st[2]]))
+                              for st in self.plan.steps if st[0] == "ve")
 
     @staticmethod
     def edge_tables(edge_costs, edges) -> dict:
@@ -324,9 +328,13 @@ class _Engine:
             tabs[(u, v) if u < v else (v, u)] = np.ascontiguousarray(t if u < v else t.T)
         return tabs
 
-    def run(self, unary: Sequence[np.ndarray], tables: dict | None = None
-            ) -> tuple[float, np.ndarray]:
-        """Minimise ``sum_v unary[v][a_v] + sum_e t_e[a_u, a_v]``: (value, assignment)."""
+    def run(self, unary: Sequence[np.ndarray], tables: dict | None = None,
+            trace: list | None = None) -> tuple[float, np.ndarray]:
+        """Minimise ``sum_v unary[v][a_v] + sum_e t_e[a_u, a_v]``: (value, assignment).
+
+        With a list ``trace``, each step appends what :meth:`min_marginals` needs: the step's
+        bucket (the sum of the factors it eliminates, over its clique) and its message.
+        """
         un = list(unary)
         tabs = dict(self.tables if tables is None else tables)
 
@@ -347,20 +355,30 @@ class _Engine:
                     un[w] = un[w] + get(w, v)[:, 0]
                 const += float(un[v][0])
                 records.append(0)
+                if trace is not None:
+                    trace.append((un[v], un[v][0]))
             elif kind == "iso":
                 v = step[1]
                 c = int(np.argmin(un[v]))
                 const += float(un[v][c])
                 records.append(c)
+                if trace is not None:
+                    trace.append((un[v], un[v][c]))
             elif kind == "leaf":
                 v, w = step[1], step[2]
                 m = get(w, v) + un[v][None, :]                 # (K_w, K_v)
                 arg = m.argmin(axis=1)
-                un[w] = un[w] + m[np.arange(m.shape[0]), arg]
+                msg = m[np.arange(m.shape[0]), arg]
+                un[w] = un[w] + msg
                 records.append(arg)
+                if trace is not None:
+                    trace.append((m, msg))
             elif kind == "node":
                 j, i, kk, merged = step[1:]
-                m, arg = _minplus(get(i, j) + un[j][None, :], get(j, kk))
+                left, right = get(i, j) + un[j][None, :], get(j, kk)
+                m, arg = _minplus(left, right)
+                if trace is not None:
+                    trace.append(((left, right), m))
                 if merged:
                     m = m + tabs.pop((i, kk))
                 tabs[(i, kk)] = m
@@ -392,6 +410,8 @@ class _Engine:
                 total = np.broadcast_to(total, shape) if total is not None else np.zeros(shape)
                 arg = total.argmin(axis=-1)
                 m = np.take_along_axis(total, arg[..., None], axis=-1)[..., 0]
+                if trace is not None:
+                    trace.append((total, m))
                 if rest:
                     factors[next_id] = (rest, m)
                     for v in rest:
@@ -413,6 +433,106 @@ class _Engine:
             else:
                 a[step[1]] = rec[tuple(a[v] for v in step[2])] if step[2] else rec
         return const, a
+
+
+    def min_marginals(self, unary: Sequence[np.ndarray]
+                      ) -> tuple[float, np.ndarray, list[np.ndarray]] | None:
+        """The optimum, its assignment and every min-marginal ``m_v(c)``.
+
+        ``m_v(c)`` is the least value of ``sum_u unary[u][a_u] + sum_e t_e`` over assignments
+        with ``a_v = c`` (``inf`` where none is finite). An upward pass (:meth:`run`, keeping
+        each step's bucket) and a downward pass over the same steps: the min-marginal of a
+        step's clique is its bucket plus (the min-marginal of its message's scope, read off
+        the later step that consumed the message) minus the message. Node eliminations keep
+        their two ``K^2`` halves, so the ``K^3`` arrays are never stored; their marginals are
+        min-plus products. ``None`` when the variable-elimination tables would take more than
+        :data:`_MAX_TRACE_ENTRIES` entries to keep.
+        """
+        if self.ve_entries > _MAX_TRACE_ENTRIES:
+            return None
+        trace: list = []
+        value, a = self.run(unary, trace=trace)
+        if not math.isfinite(value):
+            return value, a, [np.full(int(k), math.inf) for k in self.k]
+        steps = self.plan.steps
+        elim = {}
+        for s, step in enumerate(steps):
+            elim[step[1]] = s
+        scopes = []
+        for step in steps:
+            kind = step[0]
+            if kind in ("single", "iso"):
+                scopes.append(((), step[1]))
+            elif kind == "leaf":
+                scopes.append(((step[2],), step[1]))
+            elif kind == "node":
+                scopes.append(((step[2], step[3]), step[1]))
+            else:
+                scopes.append((tuple(step[2]), step[1]))
+        shift: dict[int, np.ndarray] = {}        # s -> M_R - msg over the rest scope R
+        cache: dict[tuple, np.ndarray] = {}
+
+        def marg(s: int, want: tuple) -> np.ndarray:
+            """Min-marginal of step ``s``'s clique over ``want`` (axes in ``want`` order)."""
+            key = (s, want)
+            if key in cache:
+                return cache[key]
+            rest, x = scopes[s]
+            bucket, msg = trace[s]
+            d = shift[s]
+            if steps[s][0] == "node":
+                i, kk = rest
+                left, right = bucket                          # (K_i, K_j), (K_j, K_k)
+                if x not in want:                             # over (i, k): M_R itself
+                    full = np.where(np.isfinite(msg), msg + d, math.inf)
+                    res = _reduce(full, (i, kk), want)
+                elif kk not in want:                          # (i, j) or (j)
+                    pij = left + _minplus_value(d, right.T)
+                    res = _reduce(pij, (i, x), want)
+                else:                                         # (j, k) or (k, j)
+                    qjk = right + _minplus_value(left.T, d)
+                    res = _reduce(qjk, (x, kk), want)
+            else:
+                full = cache.get((s, None))
+                if full is None:
+                    full = bucket + (np.asarray(d)[..., None] if rest else d)
+                    cache[(s, None)] = full
+                res = _reduce(full, rest + (x,), want)
+            cache[key] = res
+            return res
+
+        for s in range(len(steps) - 1, -1, -1):
+            rest, x = scopes[s]
+            msg = np.asarray(trace[s][1], dtype=np.float64)
+            if rest:
+                owner = min(elim[r] for r in rest)
+                m_r = marg(owner, rest)
+            else:
+                m_r = np.float64(value)
+            shift[s] = np.where(np.isfinite(msg), m_r - np.where(np.isfinite(msg), msg, 0.0),
+                                0.0)
+        mm = [marg(elim[v], (v,)) for v in range(self.n)]
+        return value, a, mm
+
+
+def _reduce(arr: np.ndarray, scope: tuple, want: tuple) -> np.ndarray:
+    """Min of ``arr`` (axes in ``scope`` order) over the axes not in ``want``, in its order."""
+    axes = tuple(i for i, v in enumerate(scope) if v not in want)
+    red = arr.min(axis=axes) if axes else arr
+    kept = [v for v in scope if v in want]
+    return red.transpose([kept.index(v) for v in want]) if len(want) > 1 else red
+
+
+def _minplus_value(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``m[i, k] = min_j a[i, j] + b[j, k]`` (no argmin), in row chunks."""
+    ci, cj = a.shape
+    ck = b.shape[1]
+    bt = np.ascontiguousarray(b.T)
+    m = np.empty((ci, ck))
+    rows = max(1, _CHUNK_ELEMS // max(1, cj * ck))
+    for s in range(0, ci, rows):
+        m[s:s + rows] = (a[s:s + rows, None, :] + bt[None, :, :]).min(axis=2)
+    return m
 
 
 # ====================================================================== public helpers
