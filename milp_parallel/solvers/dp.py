@@ -688,10 +688,20 @@ _INTERVAL_MSG = ("the dp solver is exact for the all-live memory model only; thi
 
 # ====================================================================== budget search
 class _BudgetSearch:
-    """Lagrangian relaxation + best-first branch-and-bound for the all-live budget."""
+    """Lagrangian relaxation + best-first branch-and-bound for the all-live budget.
+
+    Besides the bound, each branch-and-bound node uses its multipliers for *reduced-cost
+    fixing*: a configuration whose min-marginal ``m_v(c) - lambda . budget`` (the Lagrangian
+    bound with ``a_v = c`` forced) already reaches the incumbent cannot be in a better
+    assignment, so it is forbidden in that node and all below it. A greedy 1-swap local search
+    repairs and improves the relaxed solutions for early incumbents. Devices whose budget no
+    assignment can exceed, and devices whose (budget-scaled) memory column another device's
+    dominates, are left out of the relaxation: their constraints are implied.
+    """
 
     def __init__(self, problem: Problem, eng: _Engine, *, gap: float, time_limit, t0: float,
-                 max_branch_nodes: int, root_iterations: int, node_iterations: int):
+                 max_branch_nodes: int, root_iterations: int, node_iterations: int,
+                 fixing: bool = True):
         self.p = problem
         self.eng = eng
         self.gap = gap
@@ -699,31 +709,76 @@ class _BudgetSearch:
         self.max_branch_nodes = max_branch_nodes
         self.root_iterations = root_iterations
         self.node_iterations = node_iterations
-        self.budget = problem.memory_limit * (1 + MEMORY_RTOL)
+        self.fixing = fixing
+        self.budget_full = problem.memory_limit * (1 + MEMORY_RTOL)
+        self.active = np.arange(problem.n_devices)
+        self.budget = self.budget_full
         self.mem = problem.memory
+        self.mem_all = np.concatenate(self.mem, axis=0)
         self.cost = problem.node_costs
         self.best_a: np.ndarray | None = None
         self.best_f = math.inf
         self.dp_runs = 0
         self.lagrangian_iterations = 0
+        self.fixed = 0
+        self.local_searches = 0
+        k = problem.n_configs
+        self.offsets = np.concatenate([[0], np.cumsum(k)])
+        self.nbrs: list[list] = [[] for _ in range(problem.n_nodes)]
+        for (u, v), t in zip(problem.edges, problem.edge_costs):
+            u, v = int(u), int(v)
+            self.nbrs[u].append((v, np.ascontiguousarray(t)))
+            self.nbrs[v].append((u, np.ascontiguousarray(t.T)))
 
+    # ------------------------------------------------------------------ setup
     def least_memory(self) -> tuple[np.ndarray, list]:
         """Least memory per device among assignments of finite cost, and the minimisers."""
         tabs = {key: np.where(np.isfinite(t), 0.0, np.inf) for key, t in self.eng.tables.items()}
         least, argmins = [], []
         for d in range(self.p.n_devices):
-            un = [np.where(np.isfinite(c), m[:, d], np.inf) for c, m in zip(self.cost, self.mem)]
+            un = [np.where(np.isfinite(c), m[:, d], np.inf)
+                  for c, m in zip(self.cost, self.p.memory)]
             val, a = self.eng.run(un, tabs)
             self.dp_runs += 1
             least.append(val)
             argmins.append(a)
         if self.p.n_devices > 1:
             # A heuristic incumbent for several devices: memory relative to each budget.
-            scale = 1.0 / np.maximum(self.budget, 1e-300)
-            un = [np.where(np.isfinite(c), m @ scale, np.inf) for c, m in zip(self.cost, self.mem)]
+            scale = 1.0 / np.maximum(self.budget_full, 1e-300)
+            un = [np.where(np.isfinite(c), m @ scale, np.inf)
+                  for c, m in zip(self.cost, self.p.memory)]
             argmins.append(self.eng.run(un, tabs)[1])
             self.dp_runs += 1
         return np.array(least), argmins
+
+    def reduce_devices(self, allowed: list) -> None:
+        """Keep only the devices whose budget can bind and that no other device dominates."""
+        b = self.budget_full
+        cols = np.concatenate([m[al] for m, al in zip(self.p.memory, allowed)], axis=0)
+        most = np.sum([m[al].max(axis=0) for m, al in zip(self.p.memory, allowed)], axis=0)
+        keep = [d for d in range(self.p.n_devices) if most[d] > b[d]]
+        scaled = cols / np.maximum(b, 1e-300)
+        active = []
+        for d in keep:
+            dominated = False
+            for e in keep:
+                if e == d:
+                    continue
+                ge = scaled[:, e] >= scaled[:, d]
+                if ge.all() and (e < d or np.any(scaled[:, e] > scaled[:, d])):
+                    dominated = True
+                    break
+            if not dominated:
+                active.append(d)
+        self.active = np.array(active, dtype=np.int64)
+        self.budget = b[self.active]
+        self.mem = tuple(np.ascontiguousarray(m[:, self.active]) for m in self.p.memory)
+        self.mem_all = np.concatenate(self.mem, axis=0) if self.mem else np.zeros((0, 0))
+
+    # ------------------------------------------------------------------ helpers
+    def mem_of(self, a: np.ndarray) -> np.ndarray:
+        return np.sum([m[c] for m, c in zip(self.mem, a)], axis=0) if len(a) else \
+            np.zeros(len(self.active))
 
     def offer(self, a: np.ndarray) -> None:
         ev = self.p.evaluate(a)
@@ -738,18 +793,109 @@ class _BudgetSearch:
             return math.inf
         return self.best_f - self.tol() - self.gap * abs(self.best_f)
 
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def unary(self, allowed: list, lam: np.ndarray) -> list:
+        return [np.where(al, c + m @ lam, np.inf)
+                for al, c, m in zip(allowed, self.cost, self.mem)]
+
+    def pack(self, allowed: list) -> np.ndarray:
+        return np.packbits(np.concatenate(allowed))
+
+    def unpack(self, packed: np.ndarray) -> list:
+        flat = np.unpackbits(packed, count=int(self.offsets[-1])).astype(bool)
+        return [flat[self.offsets[v]:self.offsets[v + 1]] for v in range(self.p.n_nodes)]
+
+    def tighten(self, allowed: list) -> bool:
+        """Forbid configurations that cannot fit with every other node at its least memory.
+
+        Returns ``False`` when some node is left with no configuration.
+        """
+        starts = self.offsets[:-1]
+        sizes = np.diff(self.offsets)
+        mem_all = self.mem_all
+        for _ in range(4):
+            flat = np.concatenate(allowed)
+            if not np.logical_or.reduceat(flat, starts).all():
+                return False
+            masked = np.where(flat[:, None], mem_all, np.inf)
+            mins = np.minimum.reduceat(masked, starts, axis=0)             # (n, D)
+            slack = self.budget - mins.sum(axis=0)
+            ok = np.all(mem_all - np.repeat(mins, sizes, axis=0) <= slack, axis=1)
+            if not np.any(flat & ~ok):
+                return True
+            for v, al in enumerate(allowed):
+                al &= ok[starts[v]:starts[v] + sizes[v]]
+        return all(al.any() for al in allowed)
+
+    def local_search(self, a: np.ndarray, allowed: list, max_moves: int | None = None) -> None:
+        """Greedy 1-swaps: repair the budget (least cost per memory saved), then improve.
+
+        Vectorized over all ``(node, configuration)`` pairs; after a move only the moved
+        node's neighbours' cost columns are recomputed.
+        """
+        n = self.p.n_nodes
+        if n == 0:
+            return
+        self.local_searches += 1
+        a = np.asarray(a, dtype=np.int64).copy()
+        starts = self.offsets[:-1]
+        sizes = np.diff(self.offsets)
+        owner = np.repeat(np.arange(n), sizes)
+        ok_all = np.concatenate(allowed)
+        mem_all = self.mem_all
+        cost_all = np.empty(int(self.offsets[-1]))
+
+        def column(v):
+            d = self.cost[v].copy()
+            for u, t in self.nbrs[v]:
+                d += t[:, a[u]]
+            cost_all[starts[v]:starts[v] + sizes[v]] = d
+
+        for v in range(n):
+            column(v)
+        use = self.mem_of(a)
+        scale = 1.0 / np.maximum(self.budget, 1e-300)
+        tiny = 1e-12 * max(1.0, abs(self.best_f) if math.isfinite(self.best_f) else 1.0)
+        for _ in range(max_moves or 4 * n + 10):
+            cur = starts + a
+            with np.errstate(invalid="ignore"):
+                delta = cost_all - np.repeat(cost_all[cur], sizes)
+            dm = mem_all - np.repeat(mem_all[cur], sizes, axis=0)
+            fits = use + dm <= self.budget
+            over = use > self.budget
+            if over.any():
+                saved = -(dm[:, over] @ scale[over])
+                ok = ok_all & np.isfinite(delta) & (saved > 0) & np.all(fits | over, axis=1)
+                if not ok.any():
+                    break
+                score = np.where(ok, delta / np.where(ok, saved, 1.0), np.inf)
+            else:
+                ok = ok_all & (delta < -tiny) & np.all(fits, axis=1)
+                if not ok.any():
+                    break
+                score = np.where(ok, delta, np.inf)
+            i = int(np.argmin(score))
+            v = int(owner[i])
+            c = i - int(starts[v])
+            use = use + mem_all[i] - mem_all[cur[v]]
+            a[v] = c
+            for u, _ in self.nbrs[v]:
+                column(u)
+        self.offer(a)
+
+    # ------------------------------------------------------------------ bounds
     def relaxed(self, allowed: list, lam: np.ndarray):
         """One DP run at ``lam``: (bound, assignment, true cost, memory - budget) or None."""
-        un = [np.where(al, c + m @ lam, np.inf)
-              for al, c, m in zip(allowed, self.cost, self.mem)]
-        val, a = self.eng.run(un)
+        val, a = self.eng.run(self.unary(allowed, lam))
         self.dp_runs += 1
         self.lagrangian_iterations += 1
         if not math.isfinite(val):
             return None
         self.offer(a)
         return (val - float(lam @ self.budget), a, self.p.evaluate(a).cost,
-                _memory_of(self.p, a) - self.budget)
+                self.mem_of(a) - self.budget)
 
     def evaluate_1d(self, allowed: list, lam: np.ndarray, iterations: int):
         """One device: maximise the concave piecewise-linear ``L(lambda)`` by cutting planes.
@@ -797,7 +943,7 @@ class _BudgetSearch:
                     if r[0] > best[0]:
                         best = (r[0], np.array([x]), r[1])
                     break                          # the lines meet: the dual optimum
-            if self.deadline is not None and time.perf_counter() > self.deadline:
+            if self.out_of_time():
                 break
         bound, a = r[0], r[1]
         if bound > best[0]:
@@ -810,16 +956,10 @@ class _BudgetSearch:
         theta = 1.0
         stall = 0
         for _ in range(max(1, iterations)):
-            un = [np.where(al, c + m @ lam, np.inf)
-                  for al, c, m in zip(allowed, self.cost, self.mem)]
-            val, a = self.eng.run(un)
-            self.dp_runs += 1
-            self.lagrangian_iterations += 1
-            if not math.isfinite(val):
+            r = self.relaxed(allowed, lam)
+            if r is None:
                 return math.inf, lam, None                    # nothing allowed is finite
-            bound = val - float(lam @ self.budget)
-            g = _memory_of(self.p, a) - self.budget
-            self.offer(a)
+            bound, a, f, g = r
             if bound > best[0]:
                 best = (bound, lam, a)
                 stall = 0
@@ -832,7 +972,6 @@ class _BudgetSearch:
                 break
             if np.all(g <= 0):
                 # Feasible: optimal for this node when complementary slackness holds.
-                f = self.p.evaluate(a).cost
                 if f - bound <= self.tol() or np.all(lam * g == 0):
                     return max(best[0], f if np.all(lam * g == 0) else bound), lam, a
             target = self.best_f if math.isfinite(self.best_f) else (
@@ -844,9 +983,36 @@ class _BudgetSearch:
                 break
             lam = np.maximum(0.0, lam + theta * max(target - bound, 1e-12 * abs(target)) /
                              norm * gg)
-            if self.deadline is not None and time.perf_counter() > self.deadline:
+            if self.out_of_time():
                 break
         return best
+
+    def fix(self, allowed: list, lam: np.ndarray) -> int | None:
+        """Reduced-cost fixing at ``lam``: forbid ``(v, c)`` whose min-marginal bound reaches
+        the incumbent. Returns how many were forbidden (``None``: min-marginals unavailable).
+        """
+        level = self.prune_level()
+        if not math.isfinite(level):
+            return 0
+        res = self.eng.min_marginals(self.unary(allowed, lam))
+        if res is None:
+            return None
+        self.dp_runs += 2
+        val, a, mm = res
+        if math.isfinite(val):
+            self.offer(a)
+        shift = float(lam @ self.budget)
+        # A margin for the rounding of the downward pass's sums and differences.
+        margin = 1e-9 * max(abs(val) if math.isfinite(val) else 0.0, shift, abs(self.best_f))
+        removed = 0
+        for al, m in zip(allowed, mm):
+            out = al & (m - shift > level + margin)
+            k = int(out.sum())
+            if k:
+                al &= ~out
+                removed += k
+        self.fixed += removed
+        return removed
 
     def branch_var(self, allowed: list, lam: np.ndarray, a: np.ndarray) -> int:
         best_v, best_s = -1, -1.0
@@ -860,38 +1026,65 @@ class _BudgetSearch:
                 best_v, best_s = v, s
         return best_v
 
+    # ------------------------------------------------------------------ search
+    def process(self, allowed: list, lam: np.ndarray, iters: int, n_nodes: int):
+        """Bound one node (fixing in rounds): (bound, lam, relaxed assignment) or None."""
+        d = len(self.active)
+        bound, a = -math.inf, None
+        for rnd in range(4):
+            if d == 1:
+                b, lam, a = self.evaluate_1d(allowed, lam, iters)
+            else:
+                b, lam, a = self.evaluate(allowed, lam, iters)
+            bound = max(bound, b)
+            if a is None or bound >= self.prune_level():
+                return bound, lam, None
+            if n_nodes <= 50 or n_nodes % 10 == 0:
+                self.local_search(a, allowed)
+                if bound >= self.prune_level():
+                    return bound, lam, None
+            if not self.fixing or self.out_of_time():
+                break
+            total = sum(int(al.sum()) for al in allowed)
+            removed = self.fix(allowed, lam)
+            if not removed:
+                break
+            if not self.tighten(allowed):
+                return self.prune_level(), lam, None
+            if removed < 0.02 * total:
+                break
+        return bound, lam, a
+
     def run(self, allowed0: list) -> tuple[str, float, int]:
         """Returns (status, bound, branch nodes)."""
-        d = self.p.n_devices
-        lam0 = np.zeros(d)
-        heap = [(-math.inf, 0, (), lam0)]                     # (parent bound, id, constraints)
+        d = len(self.active)
+        if d == 0:                                   # no budget can bind: the free optimum
+            val, a = self.eng.run(self.unary(allowed0, np.zeros(0)))
+            self.dp_runs += 1
+            if math.isfinite(val):
+                self.offer(a)
+            if self.best_a is None:
+                return INFEASIBLE, math.inf, 0
+            return OPTIMAL, self.best_f, 1
+        heap = [(-math.inf, 0, self.pack(allowed0), np.zeros(d))]
         counter = 1
         n_nodes = 0
         lowest_pruned = math.inf
         while heap:
-            pb, _, cons, lam = heapq.heappop(heap)
+            pb, _, packed, lam = heapq.heappop(heap)
             if pb >= self.prune_level():
                 lowest_pruned = min(lowest_pruned, pb)
                 continue
-            if n_nodes >= self.max_branch_nodes or (
-                    self.deadline is not None and time.perf_counter() > self.deadline):
-                heapq.heappush(heap, (pb, 0, cons, lam))
+            if n_nodes >= self.max_branch_nodes or self.out_of_time():
+                heapq.heappush(heap, (pb, 0, packed, lam))
                 bound = min(min(h[0] for h in heap), lowest_pruned, self.best_f)
                 return (FEASIBLE if self.best_a is not None else UNKNOWN), bound, n_nodes
             n_nodes += 1
-            allowed = [al.copy() for al in allowed0]
-            for v, c, fix in cons:
-                if fix:
-                    keep = allowed[v][c]
-                    allowed[v][:] = False
-                    allowed[v][c] = keep
-                else:
-                    allowed[v][c] = False
+            allowed = self.unpack(packed)
+            if not self.tighten(allowed):
+                continue                                       # nothing fits: infeasible
             iters = self.root_iterations if n_nodes == 1 else self.node_iterations
-            if d == 1:
-                bound, lam, a = self.evaluate_1d(allowed, lam, iters)
-            else:
-                bound, lam, a = self.evaluate(allowed, lam, iters)
+            bound, lam, a = self.process(allowed, lam, iters, n_nodes)
             bound = max(bound, pb)
             if a is None or bound >= self.prune_level():
                 if math.isfinite(bound):
@@ -902,7 +1095,11 @@ class _BudgetSearch:
                 continue                                       # a single assignment: offered
             c = int(a[v])
             for fix in (False, True):
-                heapq.heappush(heap, (bound, counter, cons + ((v, c, fix),), lam))
+                child = [al.copy() if u == v else al for u, al in enumerate(allowed)]
+                if fix:
+                    child[v][:] = False
+                child[v][c] = fix
+                heapq.heappush(heap, (bound, counter, self.pack(child), lam))
                 counter += 1
         if self.best_a is None:
             return INFEASIBLE, math.inf, n_nodes
@@ -935,6 +1132,9 @@ class DPSolver(Solver):
         Branch-and-bound node limit (default 200000).
     root_iterations, node_iterations : int
         Subgradient iterations at the root (default 60) and at other nodes (default 8).
+    fixing : bool
+        Reduced-cost fixing from min-marginals in the budget search (default ``True``;
+        ``False`` only for comparison: same answers, slower).
 
     ``threads``, ``verbose`` and ``warm_start`` are accepted and ignored (``warm_start`` would
     not speed up an exact DP).
@@ -956,7 +1156,9 @@ class DPSolver(Solver):
             ``isolated``, ``single_config_eliminations``, ``nodes_left``, ``treewidth``,
             ``largest_table``, ``ordering``,
             and with a budget ``dp_runs``, ``lagrangian_iterations``, ``branch_nodes``,
-            ``least_memory`` (per device).
+            ``least_memory`` (per device), ``fixed_configs`` (configurations forbidden by
+            reduced-cost fixing, summed over branch-and-bound nodes), ``local_searches``,
+            ``binding_devices`` (the devices kept in the relaxation).
 
         Raises
         ------
@@ -966,7 +1168,7 @@ class DPSolver(Solver):
             For intervals with a budget.
         """
         own = {"eliminations", "ordering", "max_table_size", "max_branch_nodes",
-               "root_iterations", "node_iterations"}
+               "root_iterations", "node_iterations", "fixing"}
         _check_options("dp", options, own)
         t0 = time.perf_counter()
         if problem.has_budget and problem.intervals is not None:
@@ -1005,7 +1207,8 @@ class DPSolver(Solver):
             time_limit=options.get("time_limit"), t0=t0,
             max_branch_nodes=int(options.get("max_branch_nodes") or 200_000),
             root_iterations=int(options.get("root_iterations") or 60),
-            node_iterations=int(options.get("node_iterations") or 8))
+            node_iterations=int(options.get("node_iterations") or 8),
+            fixing=bool(options.get("fixing", True)))
         least, argmins = search.least_memory()
         stats["least_memory"] = least
         budget = search.budget
@@ -1015,12 +1218,16 @@ class DPSolver(Solver):
         for a in argmins:
             search.offer(a)                # D == 1: the least-memory assignment is feasible
         # Drop configurations that cannot fit even with every other node at its least memory.
-        mins = [np.where(np.isfinite(c)[:, None], m, np.inf).min(axis=0)
-                for c, m in zip(problem.node_costs, problem.memory)]
-        total_min = np.sum(mins, axis=0)
-        allowed0 = [np.isfinite(c) & np.all(m + (total_min - mv) <= budget, axis=1)
-                    for c, m, mv in zip(problem.node_costs, problem.memory, mins)]
+        allowed0 = [np.isfinite(c) for c in problem.node_costs]
+        if not search.tighten(allowed0):
+            stats.update(dp_runs=search.dp_runs, lagrangian_iterations=0, branch_nodes=0)
+            return done(INFEASIBLE, None, math.inf)
+        search.reduce_devices(allowed0)
+        for a in argmins:
+            search.local_search(a, allowed0)
         status, bound, n_bb = search.run(allowed0)
         stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
-                     branch_nodes=n_bb)
+                     branch_nodes=n_bb, fixed_configs=search.fixed,
+                     local_searches=search.local_searches,
+                     binding_devices=[int(d) for d in search.active])
         return done(status, search.best_a, bound)
