@@ -1,4 +1,8 @@
-"""The dp solver against brute force, its two paths against each other, and its refusals."""
+"""The dp solver against brute force, its two paths against each other, and its refusals.
+
+Also the budget search's parts: min-marginals against enumeration, reduced-cost fixing that
+never forbids the optimum, and the devices left out of the relaxation.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from hypothesis import strategies as st
 from milp_parallel import Problem, solve_problem
 from milp_parallel.errors import ProblemTooLargeError, UnsupportedProblemError
 from milp_parallel.solvers.brute import brute_force
-from milp_parallel.solvers.dp import DPSolver, dp_lower_bound, solve_unconstrained
+from milp_parallel.problem import MEMORY_RTOL
+from milp_parallel.solvers.dp import (DPSolver, _BudgetSearch, _Engine, dp_lower_bound,
+                                      solve_unconstrained)
 
 from strategies import problems
 
@@ -185,3 +191,121 @@ def test_unknown_option_is_rejected():
     p = Problem([np.zeros(2)], [], [])
     with pytest.raises(TypeError, match="elimination"):
         DPSolver().solve(p, elimination=False)
+
+
+# ---------------------------------------------------------------------- budget search parts
+def _enumerated_min_marginals(p: Problem, unary) -> list[np.ndarray]:
+    """``m_v(c)`` by enumerating every assignment (tiny problems)."""
+    import itertools
+
+    ref = [np.full(int(k), math.inf) for k in p.n_configs]
+    for a in itertools.product(*[range(int(k)) for k in p.n_configs]):
+        a = np.array(a)
+        val = sum(float(u[c]) for u, c in zip(unary, a)) + p.evaluate(a).edge_cost
+        for v, c in enumerate(a):
+            ref[v][c] = min(ref[v][c], val)
+    return ref
+
+
+@given(problems(memory="none", max_nodes=7, max_configs=3, max_assignments=800),
+       st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_min_marginals_equal_enumeration(p, eliminations):
+    eng = _Engine(p, eliminations=eliminations)
+    value, a, mm = eng.min_marginals(p.node_costs)
+    ref = _enumerated_min_marginals(p, p.node_costs)
+    for v in range(p.n_nodes):
+        np.testing.assert_allclose(mm[v], ref[v], rtol=1e-9, atol=1e-12)
+    best = min(r.min() for r in ref) if p.n_nodes else 0.0
+    assert math.isclose(value, best, rel_tol=1e-9, abs_tol=1e-12) or value == best
+
+
+def _search(p: Problem, **kw) -> _BudgetSearch:
+    return _BudgetSearch(p, _Engine(p), gap=0.0, time_limit=None, t0=0.0,
+                         max_branch_nodes=10_000, root_iterations=60, node_iterations=8, **kw)
+
+
+@given(problems(memory="all_live", budget=True, max_nodes=7, max_configs=4,
+                max_assignments=3000, max_devices=3),
+       st.lists(st.floats(0, 5), min_size=3, max_size=3))
+@settings(max_examples=100, deadline=None)
+def test_fixing_never_forbids_the_optimum(p, lam_scale):
+    exact = brute_force(p)
+    if exact.status != "optimal":
+        return
+    s = _search(p)
+    allowed = [np.isfinite(c) for c in p.node_costs]
+    assert s.tighten(allowed)                      # the memory filter keeps the optimum too
+    assert all(al[c] for al, c in zip(allowed, exact.assignment))
+    s.reduce_devices(allowed)
+    s.best_f, s.best_a = exact.objective, exact.assignment
+    # Multipliers of every scale: lambda . memory of the order of the costs.
+    scale = max(1.0, max(float(np.abs(c[np.isfinite(c)]).max(initial=0)) for c in p.node_costs))
+    lam = np.array(lam_scale[:len(s.active)]) * scale / np.maximum(s.budget, 1e-9)
+    s.fix(allowed, lam)
+    assert all(al[c] for al, c in zip(allowed, exact.assignment)), (lam, s.active)
+
+
+@given(problems(memory="all_live", budget=True, max_nodes=8, max_configs=5,
+                max_assignments=6000, max_devices=3))
+@settings(max_examples=60, deadline=None)
+def test_fixing_and_no_fixing_agree_with_brute(p):
+    exact = brute_force(p)
+    _agree(p, exact, solve_problem(p, "dp"))
+    _agree(p, exact, solve_problem(p, "dp", fixing=False))
+
+
+def _zoo_like(seed: int, n: int = 7, k: int = 4, devices: int = 4) -> Problem:
+    """Configurations that use the first 1, 2 or 4 devices, memory split evenly among them."""
+    rng = np.random.default_rng(seed)
+    edges = [(i, i + 1) for i in range(n - 1)] + [(0, 2)]
+    mem = []
+    for _ in range(n):
+        used = rng.choice([1, 2, 4], size=k)
+        total = rng.uniform(1, 10, size=k)
+        mem.append(np.where(np.arange(devices)[None, :] < used[:, None],
+                            (total / used)[:, None], 0.0))
+    cost = [rng.random(k) * 10 for _ in range(n)]
+    least = np.sum([m.min(axis=0) for m in mem], axis=0)
+    most = np.sum([m.max(axis=0) for m in mem], axis=0)
+    return Problem(cost, edges, [rng.random((k, k)) for _ in edges], memory=mem,
+                   memory_limit=float(least[0] + 0.3 * (most[0] - least[0])))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dominated_devices_leave_the_relaxation(seed):
+    p = _zoo_like(seed)
+    r = solve_problem(p, "dp")
+    _agree(p, brute_force(p), r)
+    # Device 0 carries at least every other device's share in every configuration.
+    assert r.stats["binding_devices"] in ([0], [])
+
+
+def test_unbinding_budget_needs_no_relaxation():
+    rng = np.random.default_rng(2)
+    mem = [rng.uniform(0, 1, size=(3, 2)) for _ in range(4)]
+    edges = [(0, 1), (1, 2), (2, 3)]
+    p = Problem([rng.random(3) for _ in range(4)], edges, [rng.random((3, 3)) for _ in edges],
+                memory=mem, memory_limit=[4.0, 4.0])
+    r = solve_problem(p, "dp")
+    assert r.stats["binding_devices"] == []
+    _agree(p, brute_force(p), r)
+    assert math.isclose(r.objective, solve_unconstrained(p)[1], rel_tol=1e-12)
+
+
+def test_fixing_shrinks_a_binding_chain():
+    rng = np.random.default_rng(4)
+    n, k = 40, 8
+    edges = [(i, i + 1) for i in range(n - 1)]
+    mem = [rng.uniform(0, 10, size=k) for _ in range(n)]
+    lo, hi = sum(m.min() for m in mem), sum(m.max() for m in mem)
+    p = Problem([rng.random(k) * 10 for _ in range(n)], edges,
+                [rng.random((k, k)) for _ in edges], memory=mem,
+                memory_limit=lo + 0.3 * (hi - lo))
+    fixed = solve_problem(p, "dp")
+    plain = solve_problem(p, "dp", fixing=False)
+    assert fixed.status == plain.status == "optimal"
+    assert math.isclose(fixed.objective, plain.objective, rel_tol=1e-9)
+    assert fixed.stats["fixed_configs"] > 0
+    assert fixed.stats["branch_nodes"] <= plain.stats["branch_nodes"]
+    assert p.evaluate(fixed.assignment).peak_memory[0] <= p.memory_limit[0] * (1 + MEMORY_RTOL)
