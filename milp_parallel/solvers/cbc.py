@@ -151,9 +151,10 @@ def _solve(pulp, problem, model, warm, t0, *, time_limit, threads, gap, verbose)
     values = None
     if has_sol:
         values = np.array([v.varValue if v.varValue is not None else 0.0 for v in cols])
-    bound = _read_bound(log_text)
-    if claimed and not math.isfinite(bound):
-        bound = float(values @ model.col_cost) if values is not None else -math.inf
+    # A proved optimum: CBC's own proof (it may use the integrality of the objective); the
+    # log's "best possible" lines are from the search, not the final bound.
+    bound = float(values @ model.col_cost) if claimed and values is not None \
+        else _read_bound(log_text)
     return finish_result(problem, model, "cbc", values=values, claimed_optimal=claimed,
                          bound=bound, infeasible=infeasible and not has_sol,
                          native_status=native, seconds=time.perf_counter() - t0,

@@ -74,7 +74,7 @@ def scale_costs(costs: np.ndarray, max_total: float) -> tuple[np.ndarray, float,
         return costs.astype(np.int64), 1.0, True
     if _is_integral(costs) and max_total <= 2.0 ** _COST_BITS:
         return costs.astype(np.int64), 1.0, True
-    s = 2.0 ** (_COST_BITS - math.ceil(math.log2(max(max_total, 1e-300))))
+    s = 2.0 ** min(_COST_BITS - math.ceil(math.log2(max(max_total, 1e-300))), 900)
     scaled = costs * s
     out = np.round(scaled)
     return out.astype(np.int64), s, bool(np.all(out == scaled))
@@ -100,7 +100,7 @@ def scale_memory_row(coefs: np.ndarray, rhs: float) -> tuple[np.ndarray, int, bo
     big = max(total, rhs, 1e-300)
     if _is_integral(coefs) and float(rhs).is_integer() and big <= 2.0 ** _COST_BITS:
         return coefs.astype(np.int64), int(rhs), True
-    s = 2.0 ** (_MEMORY_BITS - math.ceil(math.log2(big)))
+    s = 2.0 ** min(_MEMORY_BITS - math.ceil(math.log2(big)), 900)
     c = np.ceil(coefs * s)
     r = math.floor(rhs * s)
     exact = bool(np.all(c == coefs * s)) and r == rhs * s
@@ -151,7 +151,8 @@ def solve_cpsat(problem: Problem, *, time_limit: float | None = None, threads: i
     red = model.reduced
     # Largest objective: per node its dearest config, per edge its dearest pair.
     max_total = sum(float(red.node_costs[v].max()) for v in red.free_nodes)
-    max_total += sum(float(t[np.isfinite(t)].max()) for t in red.edge_costs)
+    max_total += sum(float(t[np.isfinite(t)].max()) for t in red.edge_costs
+                     if np.isfinite(t).any())
     icost, s, cost_exact = scale_costs(model.col_cost, max_total)
 
     m = cp_model.CpModel()

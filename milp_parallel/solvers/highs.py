@@ -42,7 +42,7 @@ def _check(status, what: str) -> None:
 def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: int | None = None,
                 gap: float = 0.0, verbose: bool = False, warm_start=None, reductions=None,
                 dominance_work_limit: float = 3e8, presolve: str = "on",
-                random_seed: int = 0) -> SolveResult:
+                random_seed: int = 0, pass_warm_start: bool = False) -> SolveResult:
     """Solve ``problem`` exactly (or to ``gap``) with HiGHS.
 
     Parameters
@@ -64,6 +64,10 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
         HiGHS's own presolve, ``"on"`` or ``"off"``.
     random_seed : int
         HiGHS's seed.
+    pass_warm_start : bool
+        Hand the warm start to HiGHS with ``setSolution`` (off by default: see the comment in
+        the code about a wrong "optimal" seen with highspy 1.16; the status check of
+        :func:`~milp_parallel.solvers.milp.finish_result` catches it either way).
 
     Returns
     -------
@@ -115,7 +119,12 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
                        for b in model.col_integer]
     lp.offset_ = 0.0
     _check(h.passModel(lp), "passModel")
-    if warm is not None:
+    # highspy 1.16: after setSolution, HiGHS (with its presolve on) was seen to report
+    # kOptimal for the user's solution while its dual bound was lower (a 10-node
+    # problem: objective 52, bound 49, true optimum 49). The warm start therefore is not
+    # handed to HiGHS unless asked (``pass_warm_start=True``); it still sets the upper
+    # bound of the presolve's bound step and stays the fallback incumbent.
+    if warm is not None and pass_warm_start:
         col = model.encode(warm)
         if col is not None:
             sol = highspy.HighsSolution()
@@ -152,5 +161,5 @@ class HiGHSSolver(Solver):
                                 time_limit=True)
 
     def solve(self, problem: Problem, **options: Any) -> SolveResult:
-        check_options(self.name, options, {"presolve", "random_seed"})
+        check_options(self.name, options, {"presolve", "random_seed", "pass_warm_start"})
         return solve_highs(problem, **options)

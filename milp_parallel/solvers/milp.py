@@ -821,8 +821,9 @@ class _State:
         changed = False
         for e, (u, w, t) in list(self.edges.items()):
             he = h[e]
-            pair_lb = (lb + (he - emin[e]) + (extra[u] - (rowmin[e] - emin[e]))[:, None]
-                       + (extra[w] - (colmin[e] - emin[e]))[None, :])
+            with np.errstate(invalid="ignore"):    # inf - inf: rows with no partner
+                pair_lb = (lb + (he - emin[e]) + (extra[u] - (rowmin[e] - emin[e]))[:, None]
+                           + (extra[w] - (colmin[e] - emin[e]))[None, :])
             kill = (pair_lb > limit) & np.isfinite(t)
             if kill.any():
                 self.stats["bound_pairs"] += int(kill.sum())
@@ -1125,6 +1126,10 @@ def finish_result(problem: Problem, model: MilpModel, solver: str, *,
         if wc < best_cost:
             best, best_cost = warm, wc
     full_bound = bound + model.offset if np.isfinite(bound) else bound
+    if (np.isfinite(full_bound) and float(model.offset).is_integer()
+            and np.all(model.col_cost == np.round(model.col_cost))):
+        # Integer costs: every objective is an integer, so the bound rounds up.
+        full_bound = float(math.ceil(full_bound - 1e-6))
     if best is None:
         return SolveResult(assignment=None, objective=math.nan, status=UNKNOWN,
                            bound=full_bound, gap=math.inf, seconds=seconds, solver=solver,

@@ -1,0 +1,205 @@
+"""MILP backends (highs, cbc, cpsat) and the dp on the same problems: time, status, objective.
+
+Usage::
+
+    python benchmarks/solver_scaling.py                       # G + random cases, every backend
+    python benchmarks/solver_scaling.py --quick               # smaller random cases
+    python benchmarks/solver_scaling.py --solvers highs cbc --time-limit 60 --csv out.csv
+    python benchmarks/solver_scaling.py --no-random           # IOPDDL G only
+
+Cases:
+
+* ``iopddl-G``: the contest instance (816 nodes, interval memory, budget); skipped when
+  ``/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz`` (or ``--g PATH``) is absent.
+* ``chain-N-K`` / ``sp-N-K``: random chains and series-parallel graphs (seed 0) with ``N``
+  nodes and ``K`` configurations per node, without a budget and with a binding all-live
+  budget (30% of the way from the least to the largest total memory, ``+budget``).
+
+Other cases plug in through :func:`run_cases`: give it ``(name, builder)`` pairs where the
+builder returns a :class:`~milp_parallel.Problem` (e.g. zoo models built for a cluster)::
+
+    from solver_scaling import run_cases, print_table
+    rows = run_cases([("resnet50-16gpu", lambda: make_problem(...))], ["highs", "dp"])
+
+Each row: case, solver, status, objective, bound, gap, total seconds, build seconds
+(warm start + presolve + formulation), solve seconds (the solver itself), model size.
+The table is printed and written as CSV (``--csv``, default ``solver_scaling.csv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from milp_parallel.problem import Problem  # noqa: E402
+from milp_parallel.solvers import solve_problem  # noqa: E402
+
+G_PATH = Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")
+FIELDS = ("case", "solver", "status", "objective", "bound", "gap", "seconds",
+          "build_seconds", "solve_seconds", "variables", "rows", "nodes", "configs")
+
+
+def _edges(kind: str, n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    if kind == "chain":
+        return [(i, i + 1) for i in range(n - 1)]
+    # series-parallel: fork -> 2-3 branches of 1-2 nodes -> join, repeated
+    edges, fork, nxt = [], 0, 1
+    while nxt < n:
+        ends = []
+        for _ in range(int(rng.integers(2, 4))):
+            prev = fork
+            for _ in range(int(rng.integers(1, 3))):
+                if nxt >= n - 1:
+                    break
+                edges.append((prev, nxt))
+                prev, nxt = nxt, nxt + 1
+            if prev != fork:
+                ends.append(prev)
+        if nxt >= n:
+            break
+        join = nxt
+        nxt += 1
+        edges += [(e, join) for e in ends] or [(fork, join)]
+        if not ends:
+            pass
+        fork = join
+    return sorted(set(edges))
+
+
+def random_problem(kind: str, n: int, k: int, *, budget: bool, seed: int = 0) -> Problem:
+    """A random ``kind`` (``"chain"`` or ``"sp"``) problem with ``n`` nodes, ``k`` configs.
+
+    Costs look like layer costs: node compute falls with the config index, edge tables are 0
+    on the diagonal (same layout) and positive elsewhere; memory falls as compute rises.
+    """
+    rng = np.random.default_rng(seed)
+    edges = _edges(kind, n, rng)
+    base = rng.uniform(1, 10, n)
+    node = [base[v] * rng.uniform(0.5, 1.5, k) * np.linspace(1, 0.2, k) for v in range(n)]
+    etabs = []
+    for _ in edges:
+        t = rng.uniform(0.1, 2.0, (k, k))
+        np.fill_diagonal(t, 0.0)
+        etabs.append(t)
+    mem = [rng.uniform(1, 2, k) * np.linspace(0.2, 1, k) for _ in range(n)]
+    limit = None
+    if budget:
+        lo = sum(m.min() for m in mem)
+        hi = sum(m.max() for m in mem)
+        limit = lo + 0.3 * (hi - lo)
+    return Problem(node, edges, etabs, memory=mem, memory_limit=limit)
+
+
+def default_cases(quick: bool, g_path: Path | None, random: bool = True
+                  ) -> list[tuple[str, Callable[[], Problem]]]:
+    cases: list[tuple[str, Callable[[], Problem]]] = []
+    if g_path is not None and g_path.exists():
+        cases.append(("iopddl-G", lambda: Problem.from_iopddl(g_path)))
+    if random:
+        sizes = [(100, 16), (200, 32)] if quick else [(200, 32), (300, 64), (160, 200)]
+        for kind in ("chain", "sp"):
+            for n, k in sizes:
+                for budget in (False, True):
+                    name = f"{kind}-{n}-{k}" + ("+budget" if budget else "")
+                    cases.append((name, lambda kind=kind, n=n, k=k, budget=budget:
+                                  random_problem(kind, n, k, budget=budget)))
+    return cases
+
+
+def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Sequence[str], *,
+              time_limit: float | None = None, threads: int | None = 1) -> list[dict]:
+    """Solve every case with every solver; one row (dict with :data:`FIELDS`) per pair.
+
+    A solver that refuses a case (e.g. dp on an interval budget) gets a row with its error.
+    """
+    rows = []
+    for name, build in cases:
+        problem = build()
+        for solver in solvers:
+            opts = {}
+            if time_limit is not None:
+                opts["time_limit"] = time_limit
+            if threads is not None and solver in ("highs", "cbc", "cpsat"):
+                opts["threads"] = threads
+            t0 = time.perf_counter()
+            try:
+                r = solve_problem(problem, solver, **opts)
+            except Exception as exc:   # report and go on with the next solver
+                rows.append({"case": name, "solver": solver,
+                             "status": f"error: {type(exc).__name__}: {exc}"[:80],
+                             "seconds": time.perf_counter() - t0})
+                continue
+            rows.append({
+                "case": name, "solver": solver, "status": r.status,
+                "objective": r.objective, "bound": r.bound, "gap": r.gap,
+                "seconds": r.seconds,
+                "build_seconds": r.stats.get("build_seconds", ""),
+                "solve_seconds": r.stats.get("solve_seconds", ""),
+                "variables": r.stats.get("variables", ""), "rows": r.stats.get("rows", ""),
+                "nodes": problem.n_nodes, "configs": int(problem.n_configs.sum())})
+            print(_fmt(rows[-1]), flush=True)
+    return rows
+
+
+def _fmt(row: dict) -> str:
+    def num(x, f="{:.6g}"):
+        if x is None or x == "":
+            return "-"
+        if isinstance(x, float) and math.isnan(x):
+            return "-"
+        return f.format(x) if isinstance(x, (int, float)) else str(x)
+    return (f"{row['case']:<22} {row['solver']:<6} {row['status']:<10} "
+            f"{num(row.get('objective')):>12} {num(row.get('bound')):>12} "
+            f"{num(row.get('gap'), '{:.2g}'):>8} {num(row.get('seconds'), '{:.2f}'):>8} "
+            f"{num(row.get('build_seconds'), '{:.2f}'):>7} "
+            f"{num(row.get('solve_seconds'), '{:.2f}'):>7} {num(row.get('variables')):>8}")
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'case':<22} {'solver':<6} {'status':<10} {'objective':>12} {'bound':>12} "
+          f"{'gap':>8} {'seconds':>8} {'build':>7} {'solve':>7} {'vars':>8}")
+    for row in rows:
+        print(_fmt(row))
+
+
+def write_csv(rows: list[dict], path: str | Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: row.get(k, "") for k in FIELDS})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--solvers", nargs="+", default=["highs", "cbc", "cpsat", "dp"])
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-random", action="store_true", help="IOPDDL G only")
+    ap.add_argument("--no-g", action="store_true", help="random cases only")
+    ap.add_argument("--g", type=Path, default=G_PATH)
+    ap.add_argument("--csv", default="solver_scaling.csv")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    cases = default_cases(args.quick, None if args.no_g else args.g, not args.no_random)
+    rows = run_cases(cases, args.solvers, time_limit=args.time_limit, threads=args.threads)
+    print()
+    print_table(rows)
+    write_csv(rows, args.csv)
+    print(f"\nwrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

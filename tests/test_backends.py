@@ -1,0 +1,145 @@
+"""The MILP backends (cbc, highs, cpsat) against brute force and the DP, and their status
+honesty."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from milp_parallel.problem import Problem
+from milp_parallel.solvers import get_solver, solve_problem
+from milp_parallel.solvers.auto import choose
+from milp_parallel.solvers.brute import brute_force
+from strategies import problems
+
+BACKENDS = ("cbc", "highs", "cpsat")
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "data" / "iopddl_example.json"
+
+
+def _same(a: float, b: float, rtol: float = 1e-6) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-9)
+
+
+def _check_against(result, exact, problem):
+    if exact.status == "infeasible":
+        assert result.status == "infeasible", result
+        assert result.assignment is None
+        return
+    assert result.status == "optimal", (result, exact)
+    assert _same(result.objective, exact.objective), (result, exact)
+    ev = problem.evaluate(result.assignment)
+    assert ev.feasible
+    assert ev.cost == result.objective          # re-evaluated on the original problem
+    assert result.bound <= result.objective * (1 + 1e-9) + 1e-12
+    assert result.gap <= 1e-6
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@given(problem=problems(max_nodes=6, max_assignments=1500))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_backend_equals_brute_force(solver, problem):
+    _check_against(solve_problem(problem, solver), brute_force(problem), problem)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@given(problem=problems(memory="intervals", budget=True, max_nodes=6, max_assignments=1500,
+                        inf=False))
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_backend_equals_brute_force_with_interval_budgets(solver, problem):
+    _check_against(solve_problem(problem, solver), brute_force(problem), problem)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@given(problem=problems(max_nodes=6, max_assignments=1500))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_backend_equals_brute_force_without_presolve(solver, problem):
+    """The bare formulation (only what the model cannot express is removed)."""
+    _check_against(solve_problem(problem, solver, reductions=()), brute_force(problem),
+                   problem)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@given(problem=problems(kinds=("chain", "tree", "series_parallel"), min_nodes=10,
+                        max_nodes=30, max_configs=6, max_assignments=None,
+                        memory="all_live", budget=True, inf=False, max_devices=2))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_backend_equals_dp_on_larger_problems(solver, problem):
+    exact = solve_problem(problem, "dp")
+    _check_against(solve_problem(problem, solver), exact, problem)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+@pytest.mark.parametrize("reductions", [None, ()])
+def test_iopddl_example(solver, reductions):
+    p = Problem.from_iopddl(EXAMPLE)
+    r = solve_problem(p, solver, reductions=reductions)
+    assert r.status == "optimal"
+    assert r.objective == 445
+    assert r.assignment.tolist() == [0, 0, 2, 1, 0]
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_over_tight_budget_is_infeasible_with_least_memory(solver):
+    p = Problem.from_iopddl(EXAMPLE)
+    least = 0
+    r = solve_problem(p.with_memory_limit(30), solver)
+    assert r.status == "infeasible" and r.assignment is None
+    least = r.stats["least_peak_memory"]
+    assert least[0] > 30
+    # The least memory is reachable: with exactly that budget the problem is feasible.
+    assert solve_problem(p.with_memory_limit(float(least[0])), solver).status == "optimal"
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_warm_start_is_used_and_returned_when_nothing_beats_it(solver):
+    p = Problem.from_iopddl(EXAMPLE)
+    r = solve_problem(p, solver, warm_start=[0, 0, 2, 1, 0], reductions=())
+    assert r.objective == 445
+    assert r.stats["reductions"]["warm_start_source"] == "user"
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_unknown_option_is_a_type_error(solver):
+    with pytest.raises(TypeError, match="unknown option"):
+        solve_problem(Problem.from_iopddl(EXAMPLE), solver, tme_limit=3)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_backend_declares_its_package(solver):
+    s = get_solver(solver)
+    assert s.available()
+    assert s.package in ("pulp", "highspy", "ortools")
+
+
+def test_auto_picks_an_available_milp_backend():
+    p = Problem.from_iopddl(EXAMPLE)
+    name = choose(p)
+    assert get_solver(name).available()
+    r = solve_problem(p, "auto")
+    assert r.objective == 445 and r.status == "optimal"
+
+
+def _hard_problem(seed: int = 0, n: int = 25, k: int = 8) -> Problem:
+    """A dense random problem with a binding budget (HiGHS needs about a minute)."""
+    rng = np.random.default_rng(seed)
+    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.25]
+    return Problem([rng.uniform(0, 10, k) for _ in range(n)], edges,
+                   [rng.uniform(0, 10, (k, k)) for _ in edges],
+                   memory=[rng.uniform(0, 10, k) for _ in range(n)],
+                   memory_limit=4.0 * n, intervals=None)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_tiny_time_limit_is_never_called_optimal(solver):
+    p = _hard_problem()
+    r = solve_problem(p, solver, time_limit=0.2)
+    assert r.status in ("feasible", "unknown")
+    if r.status == "feasible":
+        assert p.evaluate(r.assignment).feasible
+        assert r.gap > 0
+        assert r.bound < r.objective
