@@ -309,3 +309,22 @@ def test_fixing_shrinks_a_binding_chain():
     assert fixed.stats["fixed_configs"] > 0
     assert fixed.stats["branch_nodes"] <= plain.stats["branch_nodes"]
     assert p.evaluate(fixed.assignment).peak_memory[0] <= p.memory_limit[0] * (1 + MEMORY_RTOL)
+
+
+def test_warm_start_seeds_the_budget_search():
+    rng = np.random.default_rng(8)
+    n, k = 12, 5
+    edges = [(i, i + 1) for i in range(n - 1)]
+    mem = [rng.uniform(0, 10, size=k) for _ in range(n)]
+    lo, hi = sum(m.min() for m in mem), sum(m.max() for m in mem)
+    p = Problem([rng.random(k) * 10 for _ in range(n)], edges,
+                [rng.random((k, k)) for _ in edges], memory=mem,
+                memory_limit=lo + 0.25 * (hi - lo))
+    cold = solve_problem(p, "dp")
+    warm = solve_problem(p, "dp", warm_start=cold.assignment.tolist())
+    assert warm.status == "optimal"
+    assert math.isclose(warm.objective, cold.objective, rel_tol=1e-12)
+    assert warm.stats["branch_nodes"] <= cold.stats["branch_nodes"]
+    from milp_parallel.errors import InvalidAssignmentError
+    with pytest.raises(InvalidAssignmentError, match="one configuration index per node"):
+        solve_problem(p, "dp", warm_start=[0])

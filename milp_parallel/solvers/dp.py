@@ -33,7 +33,19 @@ multipliers ``lambda >= 0`` the DP minimises ``cost + lambda . memory``, which g
 bound ``L(lambda) = DP(lambda) - lambda . budget``; subgradient steps raise it; a node whose
 DP solution is within the budget gives an incumbent; subproblems branch on one node's
 configuration (forbid it / fix it) until every open bound meets the incumbent. The status is
-``optimal`` only when that proof completes. A budget that no assignment meets gives
+``optimal`` only when that proof completes. Three things make the search small:
+
+- *reduced-cost fixing*: at each branch-and-bound node's multipliers, one upward and one
+  downward pass over the elimination steps give every min-marginal ``m_v(c)`` (the Lagrangian
+  bound with ``a_v = c`` forced; :meth:`_Engine.min_marginals`); a configuration with
+  ``m_v(c) - lambda . budget`` at or above the incumbent is forbidden below that node, then
+  the bound is recomputed on what is left (a few rounds);
+- *incumbents early*: every relaxed solution is offered, and repaired / improved by a greedy
+  1-swap local search (least cost per memory saved, then cost-decreasing swaps that fit);
+- *fewer multipliers*: a device whose budget no assignment can exceed, or whose memory
+  column (scaled by its budget) another device's dominates entrywise, is implied and left out
+  of the relaxation (zoo problems: configurations use the first devices, so usually only
+  device 0 remains and the exact one-dimensional dual search applies). A budget that no assignment meets gives
 ``infeasible``, with the least memory any assignment needs per device in the stats
 (``least_memory``, the same DP with memory as the cost). The *interval* memory model with a
 budget is not supported (:class:`~milp_parallel.errors.UnsupportedProblemError`: use a MILP
@@ -1136,8 +1148,9 @@ class DPSolver(Solver):
         Reduced-cost fixing from min-marginals in the budget search (default ``True``;
         ``False`` only for comparison: same answers, slower).
 
-    ``threads``, ``verbose`` and ``warm_start`` are accepted and ignored (``warm_start`` would
-    not speed up an exact DP).
+    ``warm_start`` (an assignment) seeds the budget search's incumbent when it meets the
+    budget (a good one makes reduced-cost fixing stronger from the start); it is ignored
+    without a budget. ``threads`` and ``verbose`` are accepted and ignored.
     """
 
     name = "dp"
@@ -1217,6 +1230,9 @@ class DPSolver(Solver):
             return done(INFEASIBLE, None, math.inf)
         for a in argmins:
             search.offer(a)                # D == 1: the least-memory assignment is feasible
+        warm = options.get("warm_start")
+        if warm is not None:
+            search.offer(problem.check_assignment(warm))
         # Drop configurations that cannot fit even with every other node at its least memory.
         allowed0 = [np.isfinite(c) for c in problem.node_costs]
         if not search.tighten(allowed0):
