@@ -76,7 +76,10 @@ def test_reduced_choices_cost_the_same_on_the_original(problem):
         local = dict(zip(free, combo))
         a = red.expand(local)
         ev = problem.evaluate(a)
-        assert _close(red.local_cost(local), ev.cost)
+        cost = red.local_cost(local)
+        if math.isinf(cost):      # an excluded pair (forbidden, or removed by a sound step)
+            continue
+        assert _close(cost, ev.cost)
         if red.local_feasible(local):
             assert ev.feasible
 

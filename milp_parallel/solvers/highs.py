@@ -99,6 +99,9 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
         _check(h.setOptionValue("time_limit", float(time_limit)), "setting time_limit")
     if threads is not None:
         _check(h.setOptionValue("threads", int(threads)), "setting threads")
+        # HiGHS's thread pool is process-wide: run() fails with kError when it was started
+        # with another thread count, so restart it for this run.
+        highspy.Highs.resetGlobalScheduler(True)
 
     lp = highspy.HighsLp()
     lp.num_col_ = model.n_cols
