@@ -7,19 +7,25 @@ Rule (:func:`choose`):
 2. Otherwise (interval memory with a budget, which the DP does not handle, or no dp module):
    ``"highs"`` when highspy is installed, else ``"cbc"``, else ``"cpsat"``.
 
-Evidence (``python benchmarks/solver_scaling.py``, this machine: 2 shared cores, 1 thread
-each; build = presolve + formulation, the same for every backend):
+Evidence (``python benchmarks/solver_scaling.py --quick --time-limit 30``; 2 shared cores,
+1 thread per MILP backend; seconds are total = build (warm start + presolve + formulation,
+about the same for every backend) + the solver; ``+budget`` = binding all-live budget):
 
-=====================================  ===========  ===========  =================
-instance                               highs        cbc          cpsat
-=====================================  ===========  ===========  =================
-IOPDDL G (816 nodes, interval budget)  optimal 5 s  optimal 9 s  feasible at 20 s,
-                                                                 gap 0.999
-=====================================  ===========  ===========  =================
+=====================  ==============  ==============  ===================  ==========
+case                   highs           cbc             cpsat                dp
+=====================  ==============  ==============  ===================  ==========
+IOPDDL G (intervals)   optimal 6.3 s   optimal 10.9 s  feasible at 30 s     refuses
+chain-100-16           optimal 0.9 s   optimal 1.1 s   feasible at 30 s     0.00 s
+chain-100-16+budget    optimal 1.0 s   optimal 4.1 s   feasible at 30 s     0.06 s
+chain-200-32           optimal 5.3 s   optimal 11 s    feasible at 30 s     0.02 s
+chain-200-32+budget    optimal 12 s    gap 6e-4, 30 s  gap 0.66, 30 s       5.6 s
+sp-100-16+budget       optimal 5.9 s   gap 8e-4, 30 s  gap 0.51, 30 s       2.6 s
+sp-200-32              optimal 7.1 s   optimal 20 s    feasible at 30 s     -
+=====================  ==============  ==============  ===================  ==========
 
-(IOPDDL G: all three share ~2.5 s of presolve/build; before presolve CBC held a solution
-6000x off the optimum after 300 s.) See ``benchmarks/solver_scaling.py`` for the random
-chain / series-parallel cases behind the ordering of the fallbacks.
+So: the DP where it is exact; otherwise HiGHS, then CBC (slower, same answers), then CP-SAT
+(which rarely closes these LP-tight models within a minute). Before presolve, CBC held a
+solution 6000x off the optimum of G after 300 s.
 """
 
 from __future__ import annotations
