@@ -143,3 +143,40 @@ def test_tiny_time_limit_is_never_called_optimal(solver):
         assert p.evaluate(r.assignment).feasible
         assert r.gap > 0
         assert r.bound < r.objective
+
+
+# ---------------------------------------------------------------- time_limit end to end
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_solver_gets_only_the_time_left_after_the_build(solver):
+    rng = np.random.default_rng(3)
+    n, k = 12, 5
+    p = Problem([rng.random(k) for _ in range(n)], [(i, i + 1) for i in range(n - 1)],
+                [rng.random((k, k)) for _ in range(n - 1)])
+    r = solve_problem(p, solver, time_limit=30.0, reductions=("forbidden",))
+    assert r.stats["variables"] > 0                  # the solver did run
+    tl = r.stats["solver_time_limit"]
+    # The solver is handed what is left once warm start, presolve and formulation ran.
+    assert 0 < tl <= 30.0 - r.stats["build_seconds"]
+    assert r.status == "optimal"
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_no_time_left_returns_the_warm_start_without_running_the_solver(solver):
+    p = Problem.from_iopddl(EXAMPLE)
+    exact = solve_problem(p, "brute") if p.n_configs.prod() < 10 ** 6 else None
+    r = solve_problem(p, solver, time_limit=1e-9)
+    assert r.stats["solver_time_limit"] == 0.0
+    assert r.stats["solve_seconds"] == 0.0
+    assert r.status in ("feasible", "unknown")
+    if r.status == "feasible":
+        ev = p.evaluate(r.assignment)
+        assert ev.feasible and ev.cost == r.objective
+        if exact is not None:
+            assert r.objective >= exact.objective * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_bad_time_limit_is_a_value_error(solver):
+    p = Problem([np.array([1.0, 2.0])], [], [])
+    with pytest.raises(ValueError, match="time_limit"):
+        solve_problem(p, solver, time_limit=-1.0)

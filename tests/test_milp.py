@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from milp_parallel.problem import Problem
@@ -209,3 +209,27 @@ def test_cpsat_cost_scaling_error_is_bounded(costs):
     if exact:
         assert np.array_equal(ic, c * s)
     assert float(np.abs(ic).sum()) < 2.0 ** 62
+
+
+@given(problem=problems(max_nodes=6, max_assignments=1500))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_presolve_cut_by_a_passed_deadline_keeps_the_optimum(problem):
+    """With the deadline already passed only the mandatory steps run; still exact."""
+    import time as _time
+    from milp_parallel.solvers.milp import presolve
+    exact = brute_force(problem)
+    warm = None if exact.assignment is None else exact.assignment
+    red = presolve(problem, warm_start=warm, deadline=_time.perf_counter() - 1.0)
+    if exact.status == "infeasible":
+        return
+    assert not red.infeasible
+    assert red.stats["rounds"] == 1
+    assert red.stats.get("presolve_cut") or red.stats["rounds"] == 1
+    # Only forbidden configurations and rows that cannot bind went: the optimum stays
+    # representable, with the same cost in the reduced model.
+    from milp_parallel.solvers.milp import formulate
+    model = formulate(red)
+    col = model.encode(exact.assignment)
+    assert col is not None
+    cost = float(col @ model.col_cost) + model.offset
+    assert abs(cost - exact.objective) <= 1e-9 * max(1.0, abs(exact.objective))

@@ -23,7 +23,9 @@ import numpy as np
 from ..errors import SolverError
 from ..problem import Problem
 from .base import Capabilities, Solver
-from .milp import build_milp, check_options, finish_result, trivial_result, validate_gap
+from .milp import (MIN_SOLVER_SECONDS, build_milp, check_options, finish_result,
+                   out_of_time_result, time_left, trivial_result, validate_gap,
+                   validate_time_limit)
 from .result import SolveResult
 
 __all__ = ["CBCSolver", "solve_cbc"]
@@ -60,7 +62,8 @@ def solve_cbc(problem: Problem, *, time_limit: float | None = None, threads: int
     ----------
     problem : Problem
     time_limit : float, optional
-        Seconds for CBC.
+        Seconds for the whole solve (warm start, presolve, the PuLP model and CBC); CBC gets
+        what is left after the PuLP model is built (``stats["solver_time_limit"]``).
     threads : int, optional
         CBC threads.
     gap : float
@@ -87,8 +90,10 @@ def solve_cbc(problem: Problem, *, time_limit: float | None = None, threads: int
 
     t0 = time.perf_counter()
     gap = validate_gap(gap)
+    time_limit = validate_time_limit(time_limit)
     model, warm, _ = build_milp(problem, warm_start=warm_start, reductions=reductions,
-                                dominance_work_limit=dominance_work_limit)
+                                dominance_work_limit=dominance_work_limit,
+                                time_limit=time_limit, t0=t0)
     done = trivial_result(problem, model, "cbc", warm, t0)
     if done is not None:
         return done
@@ -122,10 +127,13 @@ def _solve(pulp, problem, model, warm, t0, *, time_limit, threads, gap, verbose)
             for var, v in zip(cols, col):
                 var.setInitialValue(float(v))
             use_warm = True
+    left = time_left(t0, time_limit)
+    if left is not None and left < MIN_SOLVER_SECONDS:
+        return out_of_time_result(problem, model, "cbc", warm, t0)
     fd, log_path = tempfile.mkstemp(prefix="milp_parallel_cbc_", suffix=".log")
     os.close(fd)
     try:
-        cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=threads,
+        cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, threads=threads,
                                 gapRel=gap, warmStart=use_warm, logPath=log_path)
         t1 = time.perf_counter()
         try:
@@ -158,7 +166,8 @@ def _solve(pulp, problem, model, warm, t0, *, time_limit, threads, gap, verbose)
     return finish_result(problem, model, "cbc", values=values, claimed_optimal=claimed,
                          bound=bound, infeasible=infeasible and not has_sol,
                          native_status=native, seconds=time.perf_counter() - t0,
-                         solve_seconds=solve_seconds, warm=warm)
+                         solve_seconds=solve_seconds, warm=warm,
+                         extra_stats={"solver_time_limit": left})
 
 
 class CBCSolver(Solver):

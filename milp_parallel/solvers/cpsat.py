@@ -34,7 +34,9 @@ import numpy as np
 from ..errors import SolverError
 from ..problem import Problem
 from .base import Capabilities, Solver
-from .milp import build_milp, check_options, finish_result, trivial_result, validate_gap
+from .milp import (MIN_SOLVER_SECONDS, build_milp, check_options, finish_result,
+                   out_of_time_result, time_left, trivial_result, validate_gap,
+                   validate_time_limit)
 from .result import SolveResult
 
 __all__ = ["CPSATSolver", "solve_cpsat", "scale_costs", "scale_memory_row"]
@@ -116,7 +118,8 @@ def solve_cpsat(problem: Problem, *, time_limit: float | None = None, threads: i
     ----------
     problem : Problem
     time_limit : float, optional
-        Seconds (``max_time_in_seconds``).
+        Seconds for the whole solve (warm start, presolve, the CP-SAT model); CP-SAT gets
+        what is left as ``max_time_in_seconds`` (``stats["solver_time_limit"]``).
     threads : int, optional
         ``num_workers`` (CP-SAT's default: all cores).
     gap : float
@@ -143,8 +146,10 @@ def solve_cpsat(problem: Problem, *, time_limit: float | None = None, threads: i
 
     t0 = time.perf_counter()
     gap = validate_gap(gap)
+    time_limit = validate_time_limit(time_limit)
     model, warm, _ = build_milp(problem, warm_start=warm_start, reductions=reductions,
-                                dominance_work_limit=dominance_work_limit)
+                                dominance_work_limit=dominance_work_limit,
+                                time_limit=time_limit, t0=t0)
     done = trivial_result(problem, model, "cpsat", warm, t0)
     if done is not None:
         return done
@@ -185,8 +190,11 @@ def solve_cpsat(problem: Problem, *, time_limit: float | None = None, threads: i
     prm.relative_gap_limit = float(gap)
     if gap == 0:
         prm.absolute_gap_limit = 0.0 if not cost_exact else 0.5
-    if time_limit is not None:
-        prm.max_time_in_seconds = float(time_limit)
+    left = time_left(t0, time_limit)
+    if left is not None:
+        if left < MIN_SOLVER_SECONDS:
+            return out_of_time_result(problem, model, "cpsat", warm, t0)
+        prm.max_time_in_seconds = float(left)
     if threads is not None:
         prm.num_workers = int(threads)
     t1 = time.perf_counter()
@@ -212,7 +220,8 @@ def solve_cpsat(problem: Problem, *, time_limit: float | None = None, threads: i
                          bound=bound, infeasible=infeasible, native_status=solver.status_name(st),
                          seconds=time.perf_counter() - t0, solve_seconds=solve_seconds,
                          warm=warm, extra_stats={"cost_scale": s, "cost_rounded": not cost_exact,
-                                                 "memory_rounded": not memory_exact})
+                                                 "memory_rounded": not memory_exact,
+                                                 "solver_time_limit": left})
 
 
 class CPSATSolver(Solver):

@@ -22,8 +22,9 @@ import numpy as np
 from ..errors import SolverError
 from ..problem import Problem
 from .base import Capabilities, Solver
-from .milp import (build_milp, check_options, finish_result, merge_duplicate_entries,
-                   trivial_result, validate_gap)
+from .milp import (MIN_SOLVER_SECONDS, build_milp, check_options, finish_result,
+                   merge_duplicate_entries, out_of_time_result, time_left, trivial_result,
+                   validate_gap, validate_time_limit)
 from .result import SolveResult
 
 __all__ = ["HiGHSSolver", "solve_highs"]
@@ -49,7 +50,9 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
     ----------
     problem : Problem
     time_limit : float, optional
-        Seconds for HiGHS (the build is not counted).
+        Seconds for the whole solve: warm start, presolve and formulation included; HiGHS
+        gets what is left (``stats["solver_time_limit"]``). When nothing is left the warm
+        start comes back as ``feasible`` (or ``unknown`` without one).
     threads : int, optional
         HiGHS threads (its MIP search is mostly serial; 1 is often fastest).
     gap : float
@@ -80,8 +83,10 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
 
     t0 = time.perf_counter()
     gap = validate_gap(gap)
+    time_limit = validate_time_limit(time_limit)
     model, warm, _ = build_milp(problem, warm_start=warm_start, reductions=reductions,
-                                dominance_work_limit=dominance_work_limit)
+                                dominance_work_limit=dominance_work_limit,
+                                time_limit=time_limit, t0=t0)
     done = trivial_result(problem, model, "highs", warm, t0)
     if done is not None:
         return done
@@ -95,8 +100,6 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
     _check(h.setOptionValue("mip_feasibility_tolerance", 1e-9), "mip_feasibility_tolerance")
     _check(h.setOptionValue("random_seed", int(random_seed)), "random_seed")
     _check(h.setOptionValue("presolve", presolve), "presolve")
-    if time_limit is not None:
-        _check(h.setOptionValue("time_limit", float(time_limit)), "setting time_limit")
     if threads is not None:
         _check(h.setOptionValue("threads", int(threads)), "setting threads")
         # HiGHS's thread pool is process-wide: run() fails with kError when it was started
@@ -134,6 +137,11 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
             sol.col_value = list(col)
             sol.value_valid = True
             _check(h.setSolution(sol), "setSolution (warm start)")
+    left = time_left(t0, time_limit)
+    if left is not None:
+        if left < MIN_SOLVER_SECONDS:
+            return out_of_time_result(problem, model, "highs", warm, t0)
+        _check(h.setOptionValue("time_limit", float(left)), "setting time_limit")
     t1 = time.perf_counter()
     _check(h.run(), "run")
     solve_seconds = time.perf_counter() - t1
@@ -151,7 +159,8 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
     return finish_result(problem, model, "highs", values=values, claimed_optimal=claimed,
                          bound=bound, infeasible=infeasible, native_status=native,
                          seconds=time.perf_counter() - t0, solve_seconds=solve_seconds,
-                         warm=warm, extra_stats={"mip_nodes": int(info.mip_node_count)})
+                         warm=warm, extra_stats={"mip_nodes": int(info.mip_node_count),
+                                      "solver_time_limit": left})
 
 
 class HiGHSSolver(Solver):

@@ -63,7 +63,8 @@ from .result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relativ
 
 __all__ = ["MemoryRow", "Reduced", "MilpModel", "presolve", "build_milp", "formulate",
            "initial_assignment", "least_memory", "merge_duplicate_entries", "finish_result",
-           "REDUCTIONS", "OPTIMALITY_RTOL", "COMMON_OPTIONS"]
+           "REDUCTIONS", "OPTIMALITY_RTOL", "COMMON_OPTIONS", "time_left",
+           "validate_time_limit", "out_of_time_result", "PRESOLVE_TIME_SHARE"]
 
 logger = logging.getLogger(__name__)
 
@@ -529,6 +530,7 @@ class _State:
         self.reason = ""
         self.warm: np.ndarray | None = None   # local indices per node (into conf)
         self.U = math.inf
+        self.deadline: float | None = None    # perf_counter value for optional work
         self.stats = {"configs_in": int(problem.n_configs.sum()),
                       "pairs_in": int(sum(t.size for t in problem.edge_costs)),
                       "forbidden_configs": 0, "forbidden_pairs": 0, "memory_configs": 0,
@@ -577,6 +579,10 @@ class _State:
 
     def free(self, v: int) -> bool:
         return self.fixed[v] < 0
+
+    def late(self) -> bool:
+        """The optional work's deadline has passed."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     # -- steps ---------------------------------------------------------------------------
     def forbidden(self, arc: bool = True) -> bool:
@@ -724,6 +730,10 @@ class _State:
                 logger.info("dominance stopped at node %d: work limit %.3g reached", v,
                             work_limit)
                 break
+            if self.late():
+                logger.info("dominance stopped at node %d: time is up", v)
+                self.stats["presolve_cut"] = True
+                break
             dominated = np.zeros(k, dtype=bool)
             repl = np.arange(k)
             idx = np.arange(k)
@@ -859,7 +869,7 @@ class _State:
 def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
              reductions: Sequence[str] | None = None,
              dominance_work_limit: float = _DEFAULT_DOMINANCE_WORK,
-             max_rounds: int = 20) -> Reduced:
+             max_rounds: int = 20, deadline: float | None = None) -> Reduced:
     """Reduce a problem before it becomes a MILP (see the module docstring for the steps).
 
     Parameters
@@ -877,6 +887,11 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
         Element comparisons the dominance step may spend (it is quadratic in ``K_v``).
     max_rounds : int
         The steps repeat until nothing changes or this many rounds ran.
+    deadline : float, optional
+        A :func:`time.perf_counter` value: once it has passed, the optional steps stop
+        (the first round's ``forbidden`` and memory-row normalisation always run, the model
+        needs them) and ``stats["presolve_cut"]`` says so. Each step keeps an optimum on its
+        own, so stopping between (or inside the dominance step, between nodes) is exact.
 
     Returns
     -------
@@ -902,22 +917,30 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
             st.warm = a.copy()
             st.U = ev.cost
     arc = "forbidden" in steps
+    st.deadline = deadline
+
+    def late() -> bool:
+        if st.late():
+            st.stats["presolve_cut"] = True
+            return True
+        return False
+
     for rnd in range(max_rounds):
-        changed = st.forbidden(arc)
+        changed = st.forbidden(arc and (rnd == 0 or not late()))
         if st.infeasible:
             break
         st.stats["rounds"] = rnd + 1
-        changed |= st.memory("memory" in steps)
-        if not st.infeasible and "bound" in steps:
+        changed |= st.memory("memory" in steps and not late())
+        if not st.infeasible and "bound" in steps and not late():
             st.U = min(st.U, st.warm_cost())
             changed |= st.bound()
-        if not st.infeasible:
+        if not st.infeasible and not late():
             changed |= st.forbidden(arc)
-        if not st.infeasible and "dominance" in steps:
+        if not st.infeasible and "dominance" in steps and not late():
             changed |= st.dominance(dominance_work_limit)
-        if not st.infeasible and "fold" in steps:
+        if not st.infeasible and "fold" in steps and not late():
             changed |= st.fold()
-        if not changed:
+        if not changed or late():
             break
     n = problem.n_nodes
     free = st.fixed < 0
@@ -1046,11 +1069,56 @@ def formulate(reduced: Reduced) -> MilpModel:
                      n_memory=n_mem, build_seconds=time.perf_counter() - t0)
 
 
+#: Share of the time left (after the warm start) that the optional presolve work may use
+#: under a ``time_limit``; the rest goes to the formulation and the solver.
+PRESOLVE_TIME_SHARE = 0.3
+
+
+def time_left(t0: float, time_limit: float | None) -> float | None:
+    """Seconds left of ``time_limit`` counted from ``t0`` (a :func:`time.perf_counter` value).
+
+    Returns
+    -------
+    float or None
+        ``None`` without a limit; never negative.
+
+    Examples
+    --------
+    >>> time_left(time.perf_counter(), None) is None
+    True
+    >>> 0 < time_left(time.perf_counter(), 5.0) <= 5.0
+    True
+    """
+    if time_limit is None:
+        return None
+    return max(0.0, float(time_limit) - (time.perf_counter() - t0))
+
+
+def validate_time_limit(time_limit: Any) -> float | None:
+    """``None`` or a number ``> 0`` (``inf`` means no limit)."""
+    if time_limit is None:
+        return None
+    tl = float(time_limit)
+    if not tl > 0:
+        raise ValueError(f"time_limit must be > 0 seconds (or None), got {time_limit}")
+    return None if math.isinf(tl) else tl
+
+
 def build_milp(problem: Problem, *, warm_start: Sequence[int] | None = None,
                reductions: Sequence[str] | None = None,
-               dominance_work_limit: float = _DEFAULT_DOMINANCE_WORK
+               dominance_work_limit: float = _DEFAULT_DOMINANCE_WORK,
+               time_limit: float | None = None, t0: float | None = None
                ) -> tuple[MilpModel, np.ndarray | None, str]:
     """Warm start, presolve and formulate: what every MILP backend does first.
+
+    Parameters
+    ----------
+    time_limit : float, optional
+        Seconds for the whole solve, counted from ``t0`` (default: now). The optional
+        presolve work stops once :data:`PRESOLVE_TIME_SHARE` of what is left after the warm
+        start is spent; the warm start and the formulation always run.
+    t0 : float, optional
+        :func:`time.perf_counter` value when the solve started.
 
     Returns
     -------
@@ -1058,17 +1126,20 @@ def build_milp(problem: Problem, *, warm_start: Sequence[int] | None = None,
         ``(model, warm assignment or None, warm source)``; the warm assignment is feasible
         and representable in the model (see :meth:`MilpModel.encode`).
     """
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if t0 is None else t0
+    tb = time.perf_counter()
     warm, source = initial_assignment(problem, warm_start)
     t1 = time.perf_counter()
+    left = time_left(t0, time_limit)
+    deadline = None if left is None else t1 + PRESOLVE_TIME_SHARE * left
     red = presolve(problem, warm_start=warm, reductions=reductions,
-                   dominance_work_limit=dominance_work_limit)
+                   dominance_work_limit=dominance_work_limit, deadline=deadline)
     t2 = time.perf_counter()
     model = formulate(red)
-    red.stats["warm_start_seconds"] = t1 - t0
+    red.stats["warm_start_seconds"] = t1 - tb
     red.stats["presolve_seconds"] = t2 - t1
     red.stats["warm_start_source"] = source
-    object.__setattr__(model, "build_seconds", time.perf_counter() - t0)
+    object.__setattr__(model, "build_seconds", time.perf_counter() - tb)
     return model, red.warm_start, source
 
 
@@ -1165,6 +1236,26 @@ def trivial_result(problem: Problem, model: MilpModel, solver: str, warm, t0: fl
                              infeasible=not ev.feasible, native_status="presolve: solved",
                              seconds=time.perf_counter() - t0, solve_seconds=0.0, warm=warm)
     return None
+
+
+def out_of_time_result(problem: Problem, model: MilpModel, solver: str, warm, t0: float,
+                       extra_stats: dict | None = None) -> SolveResult:
+    """The result when ``time_limit`` ran out before the solver could run.
+
+    ``feasible`` with the warm start (bound: the presolve's lower bound is not kept, so
+    ``-inf``) or ``unknown`` without one; ``stats["solver_time_limit"]`` is 0.
+    """
+    stats = {"solver_time_limit": 0.0, "time_limit_reached": True}
+    stats.update(extra_stats or {})
+    return finish_result(problem, model, solver, values=None, claimed_optimal=False,
+                         bound=-math.inf, infeasible=False,
+                         native_status="time limit reached before the solver ran",
+                         seconds=time.perf_counter() - t0, solve_seconds=0.0, warm=warm,
+                         extra_stats=stats)
+
+
+#: Under this many seconds left, the solver is not started (its start-up alone costs more).
+MIN_SOLVER_SECONDS = 0.05
 
 
 def check_options(solver: str, options: dict, own: set) -> None:
