@@ -36,6 +36,15 @@ PART_COLOURS = {"compute": "#4c72b0", "sync": "#dd8452", "transfer": "#55a868"}
 BASELINE_ORDER = ("data", "model", "owt", "best_uniform")
 
 
+def _budget_label(mem) -> str:
+    """A memory budget for a title: ``"290.0 MiB"`` from bytes, or the text as given."""
+    try:
+        from .units import format_bytes
+        return format_bytes(float(mem))
+    except (TypeError, ValueError):
+        return str(mem)
+
+
 def _pyplot():
     """matplotlib.pyplot on the Agg backend, or MissingDependencyError naming the extra."""
     matplotlib = require("matplotlib", "plot", "plots")
@@ -248,6 +257,8 @@ def plot_sweep(records: Iterable[Mapping], out_dir: str | Path, *, fmt: str = "p
             title = f"{model} on {cluster}"
             if batch:
                 title += f", batch {batch}"
+            if mem not in (None, "", "none"):
+                title += f", budget {_budget_label(mem)}"
             ax.set_title(title, fontsize=10)
             ax.set_xlabel("devices")
             ax.set_ylabel("predicted throughput (samples/s)")
