@@ -6,6 +6,8 @@ Usage::
     python benchmarks/solver_scaling.py --quick               # smaller random cases
     python benchmarks/solver_scaling.py --solvers highs cbc --time-limit 60 --csv out.csv
     python benchmarks/solver_scaling.py --no-random           # IOPDDL G only
+    python benchmarks/solver_scaling.py --zoo --models resnet50 --devices 16 \
+        --solvers auto dp highs cbc cpsat --time-limit 60 --csv zoo.csv
 
 Cases:
 
@@ -14,6 +16,13 @@ Cases:
 * ``chain-N-K`` / ``sp-N-K``: random chains and series-parallel graphs (seed 0) with ``N``
   nodes and ``K`` configurations per node, without a budget and with a binding all-live
   budget (30% of the way from the least to the largest total memory, ``+budget``).
+
+* ``--zoo``: every zoo model (or ``--models``) at ``--devices`` (default 4 16 64) on the
+  ``abci`` preset, without a budget (``MODEL-N``) and with a binding one (``MODEL-N+budget``:
+  halfway between the least memory of the most loaded device and the unconstrained
+  optimum's peak there, as ``benchmarks/dp_scaling.py --zoo`` picks it; skipped when it
+  cannot bind). ``problem_seconds`` is the time to build the problem (and, for ``+budget``,
+  to find the unconstrained optimum that sets the budget).
 
 Other cases plug in through :func:`run_cases`: give it ``(name, builder)`` pairs where the
 builder returns a :class:`~milp_parallel.Problem` (e.g. zoo models built for a cluster)::
@@ -46,7 +55,12 @@ from milp_parallel.solvers import solve_problem  # noqa: E402
 
 G_PATH = Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")
 FIELDS = ("case", "solver", "status", "objective", "bound", "gap", "seconds",
-          "build_seconds", "solve_seconds", "variables", "rows", "nodes", "configs")
+          "build_seconds", "solve_seconds", "variables", "rows", "nodes", "configs",
+          "problem_seconds")
+
+ZOO_MODELS = ("lenet5", "alexnet", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
+              "resnet101", "resnet152", "inception_v3", "densenet121", "mobilenet_v2",
+              "cosmoflow", "bert_base")
 
 
 def _edges(kind: str, n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
@@ -116,6 +130,35 @@ def default_cases(quick: bool, g_path: Path | None, random: bool = True
     return cases
 
 
+def zoo_problem(model: str, devices: int, budget: bool, cluster: str = "abci"
+                ) -> Problem | None:
+    """A zoo model's problem on ``cluster``, without a budget or with a binding one.
+
+    Returns ``None`` when the budget cannot bind (the unconstrained optimum already uses the
+    least memory on the most loaded device).
+    """
+    from milp_parallel.plan import least_memory_bytes, make_problem
+
+    p = make_problem(model, cluster, devices=devices, memory_limit=math.inf)
+    if not budget:
+        return p
+    free = solve_problem(p, "dp")
+    peak = p.evaluate(free.assignment).peak_memory
+    least = least_memory_bytes(p)
+    d = int(np.argmax(least))
+    if peak[d] <= least[d]:
+        return None
+    return p.with_memory_limit(0.5 * (least[d] + peak[d]))
+
+
+def zoo_cases(models: Sequence[str], devices: Sequence[int],
+              budgets: Sequence[bool] = (False, True)) -> list[tuple[str, Callable[[], Problem | None]]]:
+    """``(name, builder)`` pairs for :func:`run_cases` (see ``--zoo``)."""
+    return [(f"{m}-{n}" + ("+budget" if b else ""),
+             lambda m=m, n=n, b=b: zoo_problem(m, n, b))
+            for m in models for n in devices for b in budgets]
+
+
 def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Sequence[str], *,
               time_limit: float | None = None, threads: int | None = 1) -> list[dict]:
     """Solve every case with every solver; one row (dict with :data:`FIELDS`) per pair.
@@ -124,12 +167,17 @@ def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Seque
     """
     rows = []
     for name, build in cases:
+        tp = time.perf_counter()
         problem = build()
+        problem_seconds = time.perf_counter() - tp
+        if problem is None:
+            print(f"{name}: skipped (the budget cannot bind)", flush=True)
+            continue
         for solver in solvers:
             opts = {}
             if time_limit is not None:
                 opts["time_limit"] = time_limit
-            if threads is not None and solver in ("highs", "cbc", "cpsat"):
+            if threads is not None and solver in ("highs", "cbc", "cpsat", "auto"):
                 opts["threads"] = threads
             t0 = time.perf_counter()
             try:
@@ -146,7 +194,8 @@ def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Seque
                 "build_seconds": r.stats.get("build_seconds", ""),
                 "solve_seconds": r.stats.get("solve_seconds", ""),
                 "variables": r.stats.get("variables", ""), "rows": r.stats.get("rows", ""),
-                "nodes": problem.n_nodes, "configs": int(problem.n_configs.sum())})
+                "nodes": problem.n_nodes, "configs": int(problem.n_configs.sum()),
+                "problem_seconds": problem_seconds})
             print(_fmt(rows[-1]), flush=True)
     return rows
 
@@ -162,12 +211,13 @@ def _fmt(row: dict) -> str:
             f"{num(row.get('objective')):>12} {num(row.get('bound')):>12} "
             f"{num(row.get('gap'), '{:.2g}'):>8} {num(row.get('seconds'), '{:.2f}'):>8} "
             f"{num(row.get('build_seconds'), '{:.2f}'):>7} "
-            f"{num(row.get('solve_seconds'), '{:.2f}'):>7} {num(row.get('variables')):>8}")
+            f"{num(row.get('solve_seconds'), '{:.2f}'):>7} {num(row.get('variables')):>8} "
+            f"{num(row.get('problem_seconds'), '{:.2f}'):>7}")
 
 
 def print_table(rows: list[dict]) -> None:
     print(f"{'case':<22} {'solver':<6} {'status':<10} {'objective':>12} {'bound':>12} "
-          f"{'gap':>8} {'seconds':>8} {'build':>7} {'solve':>7} {'vars':>8}")
+          f"{'gap':>8} {'seconds':>8} {'build':>7} {'solve':>7} {'vars':>8} {'problem':>7}")
     for row in rows:
         print(_fmt(row))
 
@@ -190,9 +240,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-g", action="store_true", help="random cases only")
     ap.add_argument("--g", type=Path, default=G_PATH)
     ap.add_argument("--csv", default="solver_scaling.csv")
+    ap.add_argument("--zoo", action="store_true", help="zoo models on 'abci' instead")
+    ap.add_argument("--models", nargs="+", default=list(ZOO_MODELS))
+    ap.add_argument("--devices", nargs="+", type=int, default=[4, 16, 64])
+    ap.add_argument("--budget", choices=("both", "none", "binding"), default="both",
+                    help="zoo cases without a budget, with a binding one, or both")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    cases = default_cases(args.quick, None if args.no_g else args.g, not args.no_random)
+    if args.zoo:
+        budgets = {"both": (False, True), "none": (False,), "binding": (True,)}[args.budget]
+        cases = zoo_cases(args.models, args.devices, budgets)
+    else:
+        cases = default_cases(args.quick, None if args.no_g else args.g, not args.no_random)
     rows = run_cases(cases, args.solvers, time_limit=args.time_limit, threads=args.threads)
     print()
     print_table(rows)
