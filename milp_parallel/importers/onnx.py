@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +52,7 @@ import numpy as np
 
 from ..errors import FormatError, InvalidGraphError
 from .._optional import require
+from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import LayerGraph
@@ -203,7 +203,7 @@ class _Importer:
                     arr = onnx.numpy_helper.to_array(tensor)
                     self.constants[node.output[0]] = arr
                     self.shapes[node.output[0]] = tuple(int(d) for d in arr.shape)
-        self.names: set[str] = set()
+        self._name = UniqueNames()
         self.layer_of: dict[str, str] = {}  # activation tensor -> layer producing it
         self.fused_add: set[int] = set()     # positions of Add nodes fused into a MatMul
         self.fused_matmul: set[int] = set()  # positions of MatMul nodes with a fused bias
@@ -325,15 +325,6 @@ class _Importer:
         if self.requested_batch is not None and g.batch_size != self.requested_batch:
             g = g.with_batch_size(self.requested_batch)
         return g
-
-    def _name(self, base: str) -> str:
-        name = re.sub(r"\s+", "_", base) or "layer"
-        unique, k = name, 1
-        while unique in self.names:
-            k += 1
-            unique = f"{name}_{k}"
-        self.names.add(unique)
-        return unique
 
     def _node(self, node: Any, ins: list[str], index: int) -> None:
         op = node.op_type

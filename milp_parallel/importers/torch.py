@@ -46,12 +46,12 @@ from __future__ import annotations
 
 import logging
 import operator
-import re
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import FormatError, InvalidGraphError
 from .._optional import require
+from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import LayerGraph
@@ -179,7 +179,7 @@ class _Importer:
         self.gm = gm
         self.unknown = unknown
         self.layer_of: dict[Any, str] = {}  # fx Node -> layer name
-        self.names: set[str] = set()
+        self._name = UniqueNames()
         F = torch.nn.functional
         nn = torch.nn
         self.nn = nn
@@ -202,15 +202,6 @@ class _Importer:
         }
 
     # -- helpers -----------------------------------------------------------------------
-    def _name(self, base: str) -> str:
-        name = re.sub(r"\s+", "_", base) or "layer"
-        unique, k = name, 1
-        while unique in self.names:
-            k += 1
-            unique = f"{name}_{k}"
-        self.names.add(unique)
-        return unique
-
     def _shape(self, node: Any) -> tuple[int, ...] | None:
         meta = node.meta.get("tensor_meta")
         shape = getattr(meta, "shape", None)
