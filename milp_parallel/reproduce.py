@@ -257,8 +257,8 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
     >>> _ = g.linear("fc", "x", 2)                      # 18 parameters
     >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 4}})["sync_bytes"]  # 2 * 3 * 18 * 4
     432.0
-    >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 2}})["transfer_bytes"]  # 2 rows of 8, x2
-    128.0
+    >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 2}})["transfer_bytes"]  # 3 rows of 8, x2
+    192.0
     """
     from .configs import tile_boxes
 

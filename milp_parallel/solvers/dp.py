@@ -670,8 +670,8 @@ def dp_lower_bound(problem: Problem, multipliers: float | Sequence[float] | None
     >>> p = Problem([np.array([1.0, 5.0]), np.array([1.0, 5.0])], [(0, 1)],
     ...             [np.zeros((2, 2))], memory=[np.array([4.0, 1.0])] * 2, memory_limit=5)
     >>> r = dp_lower_bound(p, 2.0)
-    >>> r.bound, r.feasible
-    (6.0, True)
+    >>> round(r.bound, 6), r.feasible          # min(c + 2 m) summed, minus 2 x budget
+    (4.0, True)
     """
     if problem.has_budget and problem.intervals is not None:
         raise UnsupportedProblemError(_INTERVAL_MSG)
