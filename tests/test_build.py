@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from milp_parallel import clusters
+from milp_parallel import clusters, models, solve_problem
 from milp_parallel.build import BuiltProblem, build, build_problem
 from milp_parallel.configs import ConfigOptions, enumerate_configs
 from milp_parallel.costs import CostModel
@@ -123,3 +123,28 @@ def test_evaluate_a_data_parallel_assignment():
     assert ev.node_cost > serial.node_cost
     assert "nodes" in b.summary() and b.edge_table_size() > 0
     assert b.config_counts()["c1"] == p.n_configs[1]
+
+
+# ---------------------------------------------------------------------- the whole zoo
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster", clusters.names())
+def test_every_zoo_model_builds_on_every_preset(cluster):
+    topo = clusters.get(cluster)
+    for name in models.names():
+        built = build(models.get(name), topo)
+        p = built.problem
+        assert p.n_nodes == len(built.members) > 0, name
+        # every layer keeps at least one allowed configuration, and the all-serial-ish
+        # assignment of cheapest configs evaluates to a finite cost
+        cheapest = [int(np.argmin(c)) for c in p.node_costs]
+        assert all(np.isfinite(c).any() for c in p.node_costs), name
+        assert np.isfinite(p.evaluate(cheapest).node_cost), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", models.names())
+def test_exact_search_solves_every_zoo_model_on_a_small_cluster(name):
+    p = build(models.get(name), clusters.get("pcie_box"), memory_limit=None).problem
+    res = solve_problem(p, "dp")
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(p.evaluate(res.assignment).cost, rel=1e-12)
