@@ -1,10 +1,13 @@
 """The MILP of :mod:`milp_parallel.solvers.milp` solved with CBC through PuLP.
 
 PuLP 3.x bundles a CBC binary (PuLP 4.x, which pip picks on Python >= 3.12, changed its API
-and bundles none: pin ``pulp<4``). PuLP writes an MPS file and runs CBC; its
-``LpProblem.status`` says "Optimal" even for a time-limited run that merely holds an
-incumbent, so the status here comes from ``sol_status`` (1 optimal, 2 integer feasible,
-0 no solution, -1 infeasible) and the proved lower bound is read from CBC's log.
+and bundles none: pin ``pulp<4``). The MPS file is written here with numpy (building PuLP's
+per-variable objects took seconds on 200k columns) and the bundled binary is run directly,
+so that it can be stopped: CBC checks ``-sec`` only between phases (a 213k-column root LP ran
+33 s past a 5 s limit), so one second past the limit it is killed and the warm start is the
+answer. The status comes from the first line of CBC's solution file ("Optimal", "Stopped
+on time - objective value ..." = an incumbent, "Infeasible", ...; PuLP's ``LpProblem.status``
+calls a stopped run with an incumbent "Optimal"), and the proved lower bound from its log.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import logging
 import math
 import os
 import re
+import shutil
+import subprocess
 import tempfile
 import time
 import warnings
@@ -23,7 +28,7 @@ import numpy as np
 from ..errors import SolverError
 from ..problem import Problem
 from .base import Capabilities, Solver
-from .milp import (MIN_SOLVER_SECONDS, build_milp, check_options, finish_result,
+from .milp import (MIN_SOLVER_SECONDS, MilpModel, build_milp, merge_duplicate_entries, check_options, finish_result,
                    out_of_time_result, time_left, trivial_result, validate_gap,
                    validate_time_limit)
 from .result import SolveResult
@@ -33,6 +38,9 @@ __all__ = ["CBCSolver", "solve_cbc"]
 logger = logging.getLogger(__name__)
 
 _BOUND_RE = re.compile(r"^(?:Lower bound|Best possible):\s*(-?[0-9.eE+-]+|-?inf)", re.M)
+#: Seconds CBC may run past its limit before it is stopped (it checks the limit only
+#: between phases, e.g. not inside its root LP).
+_KILL_GRACE_SECONDS = 1.0
 _LOG_BOUND_RE = re.compile(r"best possible\s+(-?[0-9.eE+-]+)", re.I)
 
 
@@ -98,76 +106,159 @@ def solve_cbc(problem: Problem, *, time_limit: float | None = None, threads: int
     if done is not None:
         return done
     with warnings.catch_warnings():
-        # PuLP 3.3 warns about its 4.0 API on every variable; 3.x is what bundles CBC.
+        # PuLP 3.3 warns about its 4.0 API; 3.x is what bundles CBC.
         warnings.simplefilter("ignore", DeprecationWarning)
-        return _solve(pulp, problem, model, warm, t0, time_limit=time_limit, threads=threads,
+        return _solve(problem, model, warm, t0, time_limit=time_limit, threads=threads,
                       gap=gap, verbose=verbose)
 
 
-def _solve(pulp, problem, model, warm, t0, *, time_limit, threads, gap, verbose):
-    prob = pulp.LpProblem("milp_parallel", pulp.LpMinimize)
-    cols = [pulp.LpVariable(f"c{i}", lowBound=0, upBound=1,
-                            cat=pulp.LpBinary if model.col_integer[i] else pulp.LpContinuous)
-            for i in range(model.n_cols)]
-    prob += pulp.LpAffineExpression(
-        [(cols[i], float(c)) for i, c in enumerate(model.col_cost) if c != 0]) + 0.0
-    for r, (idx, val, lo, hi) in enumerate(model.rows()):
-        expr = pulp.LpAffineExpression([(cols[int(i)], float(v)) for i, v in zip(idx, val)])
-        if lo == hi:
-            prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, f"r{r}", hi)
-        else:
-            if np.isfinite(hi):
-                prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, f"r{r}", hi)
-            if np.isfinite(lo):
-                prob += pulp.LpConstraint(expr, pulp.LpConstraintGE, f"r{r}l", lo)
-    use_warm = False
-    if warm is not None:
-        col = model.encode(warm)
-        if col is not None:
-            for var, v in zip(cols, col):
-                var.setInitialValue(float(v))
-            use_warm = True
-    left = time_left(t0, time_limit)
-    if left is not None and left < MIN_SOLVER_SECONDS:
-        return out_of_time_result(problem, model, "cbc", warm, t0)
-    fd, log_path = tempfile.mkstemp(prefix="milp_parallel_cbc_", suffix=".log")
-    os.close(fd)
+def _names(prefix: str, n: int) -> np.ndarray:
+    return np.char.add(prefix, np.arange(n).astype(str)) if n else np.zeros(0, dtype=str)
+
+
+def write_mps(model: MilpModel, path: str) -> None:
+    """Write the model as an MPS file for CBC (vectorised; values with 17 digits).
+
+    Columns are ``C<j>``, rows ``R<i>``; the ``x`` columns (first, contiguous) sit between
+    integer markers and get ``BV`` bounds, the ``y`` columns ``UP 1``.
+    """
+    n_cols, n_rows = model.n_cols, model.n_rows
+    start, index, value = merge_duplicate_entries(model.row_start, model.row_index,
+                                                  model.row_value)
+    row_of = np.repeat(np.arange(n_rows), np.diff(start))
+    order = np.lexsort((row_of, index))               # column-major
+    col_names, row_names = _names("C", n_cols), _names("R", n_rows)
+    kind = np.where(model.row_lower == model.row_upper, "E",
+                    np.where(np.isfinite(model.row_upper), "L", "G"))
+    rhs = np.where(kind == "G", model.row_lower, model.row_upper)
+    # Entries: objective first per column, then the matrix, sorted by column.
+    obj_cols = np.nonzero(model.col_cost != 0)[0]
+    ent_col = np.concatenate([obj_cols, index[order]])
+    ent_row = np.concatenate([np.full(obj_cols.size, "OBJ"), row_names[row_of[order]]])
+    ent_val = np.concatenate([model.col_cost[obj_cols], value[order]])
+    srt = np.argsort(ent_col, kind="stable")
+    ent_col, ent_row, ent_val = ent_col[srt], ent_row[srt], ent_val[srt]
+    lines = [f"    {c:<8}  {r:<8}  {v!r}\n" for c, r, v in
+             zip(col_names[ent_col].tolist(), ent_row.tolist(), ent_val.tolist())]
+    n_x = model.n_x
+    split = int(np.searchsorted(ent_col, n_x))
+    with open(path, "w") as f:
+        f.write("NAME          MILPPARALLEL\nROWS\n N  OBJ\n")
+        f.write("".join(f" {k}  {r:<8}\n" for k, r in zip(kind.tolist(), row_names.tolist())))
+        f.write("COLUMNS\n")
+        if n_x:
+            f.write("    MARK      'MARKER'                 'INTORG'\n")
+        f.write("".join(lines[:split]))
+        if n_x:
+            f.write("    MARK      'MARKER'                 'INTEND'\n")
+        f.write("".join(lines[split:]))
+        # A column in no row and without cost still has to be declared.
+        seen = np.zeros(n_cols, dtype=bool)
+        seen[ent_col] = True
+        f.write("".join(f"    {c:<8}  OBJ       0\n" for c in col_names[~seen].tolist()))
+        f.write("RHS\n")
+        nz = np.nonzero(rhs != 0)[0]
+        f.write("".join(f"    RHS       {row_names[i]:<8}  {float(rhs[i])!r}\n" for i in nz))
+        f.write("BOUNDS\n")
+        f.write("".join(f" BV BND       {c:<8}\n" for c in col_names[:n_x].tolist()))
+        f.write("".join(f" UP BND       {c:<8}  1\n" for c in col_names[n_x:].tolist()))
+        f.write("ENDATA\n")
+
+
+def _write_start(model: MilpModel, col: np.ndarray, path: str) -> None:
+    names = _names("C", model.n_cols)
+    with open(path, "w") as f:
+        f.write("Stopped on time - objective value 0\n")
+        f.write("".join(f"{i:>7} {n} {float(v)!r} 0\n"
+                        for i, (n, v) in enumerate(zip(names.tolist(), col.tolist()))))
+
+
+def _read_solution(path: str, n_cols: int) -> tuple[str, np.ndarray | None]:
+    """CBC's solution file: its first line, and the column values (``None`` without)."""
     try:
-        cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, threads=threads,
-                                gapRel=gap, warmStart=use_warm, logPath=log_path)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        return "no solution file", None
+    if not text:
+        return "empty solution file", None
+    head = text[0].strip()
+    values = np.zeros(n_cols)
+    for line in text[1:]:
+        parts = line.split()
+        if parts and parts[0] == "**":
+            parts = parts[1:]
+        if len(parts) >= 3 and parts[1].startswith("C"):
+            try:
+                values[int(parts[1][1:])] = float(parts[2])
+            except ValueError:
+                continue
+    return head, values
+
+
+def _solve(problem, model, warm, t0, *, time_limit, threads, gap, verbose):
+    import pulp
+
+    cbc_path = pulp.PULP_CBC_CMD().path
+    tmp = tempfile.mkdtemp(prefix="milp_parallel_cbc_")
+    mps, sol, mst = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "start.mst"))
+    try:
+        write_mps(model, mps)
+        args = [cbc_path, mps]
+        if warm is not None:
+            col = model.encode(warm)
+            if col is not None:
+                _write_start(model, col, mst)
+                args += ["-mips", mst]
+        left = time_left(t0, time_limit)
+        if left is not None:
+            if left < MIN_SOLVER_SECONDS:
+                return out_of_time_result(problem, model, "cbc", warm, t0)
+            args += ["-sec", repr(float(left)), "-timeMode", "elapsed"]
+        args += ["-ratio", repr(float(gap))]
+        if threads is not None:
+            args += ["-threads", str(int(threads))]
+        args += ["-solve", "-solution", sol]
         t1 = time.perf_counter()
+        killed = False
         try:
-            prob.solve(cmd)
-        except pulp.PulpSolverError as exc:
-            raise SolverError(f"cbc: PuLP could not run CBC ({exc})") from None
+            # CBC checks its limit only between phases (its root LP can run for long past
+            # it): past the limit plus a grace period it is stopped, and the warm start
+            # is the answer.
+            grace = None if left is None else left + _KILL_GRACE_SECONDS
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=grace,
+                                  cwd=tmp)
+            log_text = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            killed = True
+            log_text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) \
+                else (exc.stdout or "")
+        except OSError as exc:
+            raise SolverError(f"cbc: could not run CBC at {cbc_path} ({exc})") from None
         solve_seconds = time.perf_counter() - t1
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            log_text = f.read()
+        head, values = (("killed at the time limit", None) if killed
+                        else _read_solution(sol, model.n_cols))
     finally:
-        try:
-            os.remove(log_path)
-        except OSError:
-            pass
+        shutil.rmtree(tmp, ignore_errors=True)
     if verbose:
         logger.info("CBC log:\n%s", log_text)
-    sol = prob.sol_status
-    native = f"status={pulp.LpStatus.get(prob.status, prob.status)}, " \
-             f"sol_status={pulp.LpSolution.get(sol, sol)}"
-    claimed = sol == pulp.LpSolutionOptimal
-    infeasible = sol == pulp.LpSolutionInfeasible or prob.status == pulp.LpStatusInfeasible
-    has_sol = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
-    values = None
-    if has_sol:
-        values = np.array([v.varValue if v.varValue is not None else 0.0 for v in cols])
+    word = head.split()[0] if head else ""
+    claimed = word == "Optimal"
+    infeasible = word == "Infeasible" or head.startswith("Integer infeasible")
+    has_sol = values is not None and (claimed or "objective value" in head) and not infeasible
+    if not has_sol:
+        values = None
+    if not killed and not head:
+        raise SolverError(f"cbc: CBC gave no answer; its log ends with: {log_text[-300:]}")
     # A proved optimum: CBC's own proof (it may use the integrality of the objective); the
     # log's "best possible" lines are from the search, not the final bound.
     bound = float(values @ model.col_cost) if claimed and values is not None \
         else _read_bound(log_text)
+    stats = {"solver_time_limit": left, "killed_at_time_limit": killed}
     return finish_result(problem, model, "cbc", values=values, claimed_optimal=claimed,
                          bound=bound, infeasible=infeasible and not has_sol,
-                         native_status=native, seconds=time.perf_counter() - t0,
-                         solve_seconds=solve_seconds, warm=warm,
-                         extra_stats={"solver_time_limit": left})
+                         native_status=head, seconds=time.perf_counter() - t0,
+                         solve_seconds=solve_seconds, warm=warm, extra_stats=stats)
 
 
 class CBCSolver(Solver):
