@@ -233,3 +233,15 @@ def test_presolve_cut_by_a_passed_deadline_keeps_the_optimum(problem):
     assert col is not None
     cost = float(col @ model.col_cost) + model.offset
     assert abs(cost - exact.objective) <= 1e-9 * max(1.0, abs(exact.objective))
+
+
+def test_greedy_warm_start_repairs_a_start_that_overflows_a_device():
+    # Node 0: config 0 is cheapest and has the least total memory but overflows device 1;
+    # config 1 spreads its memory and fits. The warm start has to find config 1.
+    p = Problem([np.array([0.0, 1.0]), np.array([0.0])], [(0, 1)], [np.zeros((2, 1))],
+                memory=[np.array([[0.0, 10.0], [6.0, 6.0]]), np.zeros((1, 2))],
+                memory_limit=8.0)
+    a, source = initial_assignment(p)
+    assert source == "greedy"
+    assert a is not None and p.evaluate(a).feasible
+    assert a.tolist() == [1, 0]

@@ -424,6 +424,27 @@ def _greedy(problem: Problem, start: np.ndarray, sweeps: int = 8) -> np.ndarray:
     for (u, v), t in zip(problem.edges, problem.edge_costs):
         inc[int(u)].append((int(v), t, 0))
         inc[int(v)].append((int(u), t, 1))
+    if rows and np.any(level > budget[devs]):
+        # Repair: move nodes to the configuration that most reduces the total overflow
+        # (ties: node cost), until every row fits or nothing helps.
+        for _ in range(sweeps):
+            moved = False
+            for v in range(n):
+                if not node_rows[v]:
+                    continue
+                rs = np.array(node_rows[v])
+                ds = np.array([devs[r] for r in rs])
+                m = problem.memory[v][:, ds]
+                new = level[rs][None, :] - m[a[v]][None, :] + m
+                over = np.maximum(new - budget[ds][None, :], 0.0).sum(axis=1)
+                over = np.where(np.isfinite(problem.node_costs[v]), over, np.inf)
+                c = int(np.lexsort((problem.node_costs[v], over))[0])
+                if over[c] < over[a[v]]:
+                    level[rs] += m[c] - m[a[v]]
+                    a[v] = c
+                    moved = True
+            if not moved or not np.any(level > budget[devs]):
+                break
     for _ in range(sweeps):
         changed = False
         for v in range(n):
