@@ -245,3 +245,24 @@ def test_greedy_warm_start_repairs_a_start_that_overflows_a_device():
     assert source == "greedy"
     assert a is not None and p.evaluate(a).feasible
     assert a.tolist() == [1, 0]
+
+
+@given(problem=problems(max_nodes=5, max_assignments=800, budget=False))
+@settings(max_examples=30, deadline=None)
+def test_marginal_step_without_budget_keeps_exactly_the_optimal_configurations(problem):
+    """Without a budget the warm start is the DP optimum: a configuration stays iff some
+    optimal assignment uses it (brute-force enumeration)."""
+    warm, _ = initial_assignment(problem)
+    red = presolve(problem, warm_start=warm, reductions=("marginal",))
+    if warm is None or red.stats.get("marginal_configs") is None:
+        return
+    opt = problem.evaluate(warm).cost
+    best = [np.full(k, math.inf) for k in problem.n_configs]
+    for a in itertools.product(*[range(k) for k in problem.n_configs]):
+        c = problem.evaluate(np.array(a)).cost
+        for v, cv in enumerate(a):
+            best[v][cv] = min(best[v][cv], c)
+    for v in range(problem.n_nodes):
+        kept = red.configs[v] if red.configs[v] is not None else np.array([red.fixed[v]])
+        should = np.nonzero(best[v] <= opt + 1e-9 * max(1.0, abs(opt)))[0]
+        assert sorted(kept.tolist()) == sorted(should.tolist()), (v, kept, should)

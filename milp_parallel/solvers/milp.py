@@ -33,6 +33,13 @@ assignment (each is tested on its own in ``tests/test_milp.py``):
     A node with one configuration left is fixed: its cost joins the constant, its edge rows
     join the neighbours' node costs, its memory comes off the rows' budgets. An edge whose
     table is additive (``t[c, c'] = a[c] + b[c']``) is folded into the two nodes' costs.
+``marginal``
+    Given an upper bound ``U`` (the warm start's cost), configuration ``c`` of node ``v`` is
+    removed when its exact min-marginal without memory rows, ``m_v(c) = min {cost(a) : a_v =
+    c}`` (from the DP's elimination passes, :mod:`milp_parallel.solvers.dp`), exceeds ``U``:
+    every assignment with ``a_v = c`` then costs more than the warm start, budget or not.
+    Without a budget the DP's warm start is optimal, so only configurations of optimal
+    assignments stay. Runs once, first; skipped when the DP's tables are too large.
 ``bound``
     Given an upper bound ``U`` (the cost of a feasible assignment: the warm start), every
     configuration and pair whose cost alone makes every completion cost more than ``U`` is
@@ -69,7 +76,7 @@ __all__ = ["MemoryRow", "Reduced", "MilpModel", "presolve", "build_milp", "formu
 logger = logging.getLogger(__name__)
 
 #: Names of the presolve steps (pass a subset as ``reductions=`` to switch some off).
-REDUCTIONS = ("forbidden", "memory", "dominance", "fold", "bound")
+REDUCTIONS = ("forbidden", "memory", "dominance", "fold", "bound", "marginal")
 
 #: A backend's answer is reported ``optimal`` only when its solver says so *and* the proved
 #: bound is within this relative distance of the re-evaluated objective.
@@ -820,6 +827,33 @@ class _State:
                 changed = True
         return changed
 
+    def marginal(self) -> bool:
+        """Remove configs whose exact min-marginal (memory ignored) exceeds ``U``.
+
+        Runs on the untouched problem (original indices), before any other step.
+        """
+        try:
+            from .dp import _Engine  # type: ignore[attr-defined]
+            res = _Engine(self.p).min_marginals(self.p.node_costs)
+        except Exception as exc:  # an optimisation only: no dp, or its tables too large
+            logger.info("marginal step skipped: %s", exc)
+            return False
+        if res is None:
+            logger.info("marginal step skipped: the DP's tables are too large to keep")
+            return False
+        value, _, mm = res
+        margin = 1e-9 * max(abs(self.U), abs(value) if math.isfinite(value) else 0.0) + 1e-12
+        changed = False
+        self.stats.setdefault("marginal_configs", 0)
+        for v in range(self.p.n_nodes):
+            if not self.free(v):
+                continue
+            ok = np.asarray(mm[v])[self.conf[v]] <= self.U + margin
+            changed |= self.keep(v, ok, "marginal_configs")
+            if self.infeasible:
+                return True
+        return changed
+
     def bound(self) -> bool:
         """Remove configs and pairs whose completions all cost more than ``U``."""
         if not math.isfinite(self.U):
@@ -946,6 +980,8 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
             return True
         return False
 
+    if "marginal" in steps and math.isfinite(st.U) and not late():
+        st.marginal()
     for rnd in range(max_rounds):
         changed = st.forbidden(arc and (rnd == 0 or not late()))
         if st.infeasible:
