@@ -49,6 +49,12 @@ assignment (each is tested on its own in ``tests/test_milp.py``):
     variables without changing the problem: they are removed only when a known feasible
     assignment is cheaper than any completion containing them.
 
+``time_limit`` covers the whole solve: the warm start, presolve (whose optional work stops
+once :data:`PRESOLVE_TIME_SHARE` of the time left after the warm start is spent), the
+formulation and the solver, which is handed only what is left (``stats["solver_time_limit"]``;
+CBC, which ignores its limit inside its root LP, is killed a second past it). With nothing
+left the solver is not started and the warm start comes back ``feasible`` (or ``unknown``).
+
 The answer of a backend is always mapped back to the original problem and re-evaluated there
 (``objective = problem.evaluate(assignment).cost``); the warm start stays the fallback
 incumbent, so a backend that finds nothing better still returns it.
