@@ -40,6 +40,28 @@ def _check(status, what: str) -> None:
         logger.debug("highs: %s returned a warning", what)
 
 
+def _interrupt_at(h, deadline: float) -> None:
+    """Interrupt HiGHS's simplex, IPM and MIP loops once ``deadline`` has passed.
+
+    HiGHS checks its own ``time_limit`` only between some phases (a run with 58 s left went
+    on for 75 s); its interrupt callbacks are polled inside the loops.
+    """
+    import highspy
+
+    def cb(callback_type, message, data_out, data_in, user_data):
+        if data_in is not None and time.perf_counter() > deadline:
+            data_in.user_interrupt = True
+
+    try:
+        h.setCallback(cb, None)
+        kinds = highspy.cb.HighsCallbackType
+        for kind in (kinds.kCallbackSimplexInterrupt, kinds.kCallbackIpmInterrupt,
+                     kinds.kCallbackMipInterrupt):
+            h.startCallback(kind)
+    except (AttributeError, TypeError) as exc:   # another highspy API: its own limit only
+        logger.debug("highs: no interrupt callbacks (%s)", exc)
+
+
 def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: int | None = None,
                 gap: float = 0.0, verbose: bool = False, warm_start=None, reductions=None,
                 dominance_work_limit: float = 3e8, presolve: str = "on",
@@ -142,6 +164,7 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
         if left < MIN_SOLVER_SECONDS:
             return out_of_time_result(problem, model, "highs", warm, t0)
         _check(h.setOptionValue("time_limit", float(left)), "setting time_limit")
+        _interrupt_at(h, time.perf_counter() + left)
     t1 = time.perf_counter()
     _check(h.run(), "run")
     solve_seconds = time.perf_counter() - t1
