@@ -14,7 +14,6 @@ file that is missing or malformed). Errors are one line on stderr
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import math
@@ -24,6 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from ._fdio import c_stdout_to
 from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidAssignmentError,
                      InvalidGraphError, InvalidProblemError, InvalidTopologyError,
                      MilpParallelError, ProblemTooLargeError, SolverUnavailableError,
@@ -345,26 +345,10 @@ def _clean(x):
     return x
 
 
-@contextlib.contextmanager
 def _quiet_stdout():
-    """Send file descriptor 1 to stderr for a while: solver libraries (HiGHS's banner, CBC)
-    write to the C-level stdout, which would corrupt ``--json`` output."""
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):  # no real fd 1 (e.g. captured in-process)
-        yield
-        return
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        try:
-            sys.stdout.flush()
-        except ValueError:
-            pass
-        os.dup2(saved, 1)
-        os.close(saved)
+    """Send fd 1 to stderr while solving: solver libraries write to the C-level stdout,
+    which would corrupt ``--json`` output."""
+    return c_stdout_to(2)
 
 
 # ---------------------------------------------------------------------- commands

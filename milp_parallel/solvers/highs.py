@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._fdio import c_stdout_to
 from ..errors import SolverError
 from ..problem import Problem
 from .base import Capabilities, Solver
@@ -114,7 +115,11 @@ def solve_highs(problem: Problem, *, time_limit: float | None = None, threads: i
         return done
     start, index, value = merge_duplicate_entries(model.row_start, model.row_index,
                                                   model.row_value)
-    h = highspy.Highs()
+    if verbose:
+        h = highspy.Highs()
+    else:
+        with c_stdout_to(None):        # the banner is printed on construction
+            h = highspy.Highs()
     h.setOptionValue("output_flag", bool(verbose))
     _check(h.setOptionValue("mip_rel_gap", float(gap)), "setting mip_rel_gap")
     cost_scale = float(np.abs(model.col_cost).max()) if model.n_cols else 1.0
