@@ -53,6 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from milp_parallel.problem import Problem  # noqa: E402
 from milp_parallel.solvers import solve_problem  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dp_scaling import chain_edges, series_parallel_edges  # noqa: E402
+
 G_PATH = Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")
 FIELDS = ("case", "solver", "status", "objective", "bound", "gap", "seconds",
           "build_seconds", "solve_seconds", "variables", "rows", "nodes", "configs",
@@ -64,30 +67,8 @@ ZOO_MODELS = ("lenet5", "alexnet", "vgg16", "vgg19", "resnet18", "resnet34", "re
 
 
 def _edges(kind: str, n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    if kind == "chain":
-        return [(i, i + 1) for i in range(n - 1)]
-    # series-parallel: fork -> 2-3 branches of 1-2 nodes -> join, repeated
-    edges, fork, nxt = [], 0, 1
-    while nxt < n:
-        ends = []
-        for _ in range(int(rng.integers(2, 4))):
-            prev = fork
-            for _ in range(int(rng.integers(1, 3))):
-                if nxt >= n - 1:
-                    break
-                edges.append((prev, nxt))
-                prev, nxt = nxt, nxt + 1
-            if prev != fork:
-                ends.append(prev)
-        if nxt >= n:
-            break
-        join = nxt
-        nxt += 1
-        edges += [(e, join) for e in ends] or [(fork, join)]
-        if not ends:
-            pass
-        fork = join
-    return sorted(set(edges))
+    """The same random chains and series-parallel graphs as ``dp_scaling.py``."""
+    return (chain_edges if kind == "chain" else series_parallel_edges)(n, rng)
 
 
 def random_problem(kind: str, n: int, k: int, *, budget: bool, seed: int = 0) -> Problem:
