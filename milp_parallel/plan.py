@@ -680,10 +680,6 @@ def _memory_budget(memory_limit, topo) -> float | None:
 
 
 # ---------------------------------------------------------------------- layer accounting
-def _as_float(x) -> float:
-    return float(np.asarray(x, dtype=float).reshape(-1)[0])
-
-
 class _Accounting:
     """Maps assignments of a built problem back to layers and splits their costs.
 
