@@ -13,6 +13,7 @@ __all__ = [
     "InvalidGraphError",
     "InvalidTopologyError",
     "InvalidAssignmentError",
+    "InvalidOptionError",
     "FormatError",
     "SolverError",
     "SolverUnavailableError",
@@ -43,6 +44,14 @@ class InvalidTopologyError(MilpParallelError, ValueError):
 
 class InvalidAssignmentError(MilpParallelError, ValueError):
     """An assignment has the wrong length or a configuration index out of range."""
+
+
+class InvalidOptionError(MilpParallelError, ValueError):
+    """An option has a bad value (``time_limit``, ``gap``, ``threads``, ... or a solver's own).
+
+    The message names the option, the value given and what is allowed. One type for every
+    entry point (``solve``, ``solve_problem``, the command line, sweep files).
+    """
 
 
 class FormatError(MilpParallelError, ValueError):
