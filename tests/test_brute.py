@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+
+from milp_parallel.errors import InvalidOptionError
 from hypothesis import given, settings
 
 from milp_parallel import Problem, solve_problem
@@ -91,6 +93,6 @@ def test_too_large_names_size_and_alternatives():
 
 def test_unknown_option_is_rejected():
     p = Problem([np.zeros(2)], [], [])
-    with pytest.raises(TypeError, match="max_assigments"):
+    with pytest.raises(InvalidOptionError, match="max_assigments"):
         BruteForceSolver().solve(p, max_assigments=3)
     assert BruteForceSolver().solve(p, threads=2, time_limit=10).status == "optimal"

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 
 from milp_parallel import Problem, solve_problem
 from milp_parallel.errors import ProblemTooLargeError, UnsupportedProblemError
+from milp_parallel.errors import InvalidOptionError
 from milp_parallel.solvers.brute import brute_force
+from milp_parallel.solvers.options import Deadline
 from milp_parallel.problem import MEMORY_RTOL
-from milp_parallel.solvers.dp import (DPSolver, _BudgetSearch, _Engine, dp_lower_bound,
+from milp_parallel.solvers.dp import (DPSolver, BudgetSearch, Engine, dp_lower_bound,
                                       solve_unconstrained)
 
 from strategies import problems
@@ -162,7 +164,7 @@ def test_unconstrained_and_lower_bound_helpers():
         assert lb.bound <= opt.objective + 1e-9
         assert lb.objective == p.evaluate(lb.assignment).cost
         assert lb.feasible == p.evaluate(lb.assignment).feasible
-    with pytest.raises(ValueError, match="multipliers"):
+    with pytest.raises(InvalidOptionError, match="multipliers"):
         dp_lower_bound(p, -1.0)
 
 
@@ -189,7 +191,7 @@ def test_gap_and_branch_limit_are_honest():
 
 def test_unknown_option_is_rejected():
     p = Problem([np.zeros(2)], [], [])
-    with pytest.raises(TypeError, match="elimination"):
+    with pytest.raises(InvalidOptionError, match="elimination"):
         DPSolver().solve(p, elimination=False)
 
 
@@ -211,7 +213,7 @@ def _enumerated_min_marginals(p: Problem, unary) -> list[np.ndarray]:
        st.booleans())
 @settings(max_examples=80, deadline=None)
 def test_min_marginals_equal_enumeration(p, eliminations):
-    eng = _Engine(p, eliminations=eliminations)
+    eng = Engine(p, eliminations=eliminations)
     value, a, mm = eng.min_marginals(p.node_costs)
     ref = _enumerated_min_marginals(p, p.node_costs)
     for v in range(p.n_nodes):
@@ -220,8 +222,8 @@ def test_min_marginals_equal_enumeration(p, eliminations):
     assert math.isclose(value, best, rel_tol=1e-9, abs_tol=1e-12) or value == best
 
 
-def _search(p: Problem, **kw) -> _BudgetSearch:
-    return _BudgetSearch(p, _Engine(p), gap=0.0, time_limit=None, t0=0.0,
+def _search(p: Problem, **kw) -> BudgetSearch:
+    return BudgetSearch(p, Engine(p), gap=0.0, deadline=Deadline(None),
                          max_branch_nodes=10_000, root_iterations=60, node_iterations=8, **kw)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from milp_parallel.problem import Problem
 from milp_parallel.solvers import solve_problem
-from milp_parallel.solvers.milp import build_milp
+from milp_parallel.solvers.heuristics import incumbent
+from milp_parallel.solvers.milp import formulate, presolve
 
 G_PATHS = [Path(__file__).resolve().parents[1] / "data" / "asplos-2025-iopddl-G.json.gz",
            Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")]
@@ -26,12 +27,14 @@ def g_problem() -> Problem:
 
 
 def test_presolve_removes_every_sentinel_cost_soundly(g_problem):
-    model, warm, source = build_milp(g_problem)
+    warm, stats = incumbent(g_problem)
     assert warm is not None and g_problem.evaluate(warm).feasible
-    # No 1e18 coefficient survives into the model: the bound step removed them because a
-    # feasible assignment (the warm start) is far cheaper than any completion using one.
+    assert stats["bad_entries"] == 0 and g_problem.evaluate(warm).cost < 1e17
+    model = formulate(presolve(g_problem, warm_start=warm))
+    # No 1e18 coefficient survives into the model: the bound steps removed them because a
+    # feasible assignment (the incumbent) is far cheaper than any completion using one.
     assert model.col_cost.max() < 1e17
-    assert model.reduced.stats["bound_configs"] > 0
+    assert model.reduced.stats["bound_configs"] + model.reduced.stats["dual_configs"] > 0
     assert model.n_cols < 0.5 * (sum(g_problem.n_configs)
                                  + sum(t.size for t in g_problem.edge_costs))
 

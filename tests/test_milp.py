@@ -13,10 +13,26 @@ from hypothesis import strategies as st
 
 from milp_parallel.problem import Problem
 from milp_parallel.solvers.brute import brute_force
-from milp_parallel.solvers.cpsat import scale_costs, scale_memory_row
-from milp_parallel.solvers.milp import (REDUCTIONS, formulate, initial_assignment,
-                                        least_memory, merge_duplicate_entries, presolve)
+from milp_parallel.solvers.heuristics import incumbent
+from milp_parallel.solvers.memory import least_memory
+from milp_parallel.solvers.milp import (DP_REDUCTIONS, REDUCTIONS, formulate,
+                                        merge_duplicate_entries, presolve)
+from milp_parallel.solvers.milp.cpsat import scale_costs, scale_memory_row
+from milp_parallel.solvers.options import Deadline
 from strategies import problems
+
+
+def initial_assignment(problem, warm_start=None):
+    """The MILP backends' incumbent: the user's when feasible, else the heuristic's."""
+    if warm_start is not None and problem.evaluate(warm_start).feasible:
+        return np.asarray(warm_start), "user"
+    a, _ = incumbent(problem)
+    return a, ("heuristic" if a is not None else "none")
+
+
+def _passed() -> Deadline:
+    import time as _time
+    return Deadline(1e-9, start=_time.perf_counter() - 1.0)
 
 
 def _reduced_optimum(red):
@@ -107,7 +123,7 @@ def test_initial_assignment_is_feasible_whenever_anything_is(problem):
         assert exact.status == "infeasible"
     else:
         assert problem.evaluate(a).feasible
-        assert source in ("dp", "greedy")
+        assert source == "heuristic"
     if exact.status == "optimal":
         assert a is not None
         a2, source2 = initial_assignment(problem, warm_start=exact.assignment)
@@ -215,11 +231,9 @@ def test_cpsat_cost_scaling_error_is_bounded(costs):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_presolve_cut_by_a_passed_deadline_keeps_the_optimum(problem):
     """With the deadline already passed only the mandatory steps run; still exact."""
-    import time as _time
-    from milp_parallel.solvers.milp import presolve
     exact = brute_force(problem)
     warm = None if exact.assignment is None else exact.assignment
-    red = presolve(problem, warm_start=warm, deadline=_time.perf_counter() - 1.0)
+    red = presolve(problem, warm_start=warm, deadline=_passed())
     if exact.status == "infeasible":
         return
     assert not red.infeasible
@@ -227,7 +241,6 @@ def test_presolve_cut_by_a_passed_deadline_keeps_the_optimum(problem):
     assert red.stats.get("presolve_cut") or red.stats["rounds"] == 1
     # Only forbidden configurations and rows that cannot bind went: the optimum stays
     # representable, with the same cost in the reduced model.
-    from milp_parallel.solvers.milp import formulate
     model = formulate(red)
     col = model.encode(exact.assignment)
     assert col is not None
@@ -242,21 +255,20 @@ def test_greedy_warm_start_repairs_a_start_that_overflows_a_device():
                 memory=[np.array([[0.0, 10.0], [6.0, 6.0]]), np.zeros((1, 2))],
                 memory_limit=8.0)
     a, source = initial_assignment(p)
-    assert source == "greedy"
+    assert source == "heuristic"
     assert a is not None and p.evaluate(a).feasible
     assert a.tolist() == [1, 0]
 
 
 @given(problem=problems(max_nodes=5, max_assignments=800, budget=False))
 @settings(max_examples=30, deadline=None)
-def test_marginal_step_without_budget_keeps_exactly_the_optimal_configurations(problem):
-    """Without a budget the warm start is the DP optimum: a configuration stays iff some
-    optimal assignment uses it (brute-force enumeration)."""
-    warm, _ = initial_assignment(problem)
-    red = presolve(problem, warm_start=warm, reductions=("marginal",))
-    if warm is None or red.stats.get("marginal_configs") is None:
+def test_dp_marginal_step_without_budget_keeps_exactly_the_optimal_configurations(problem):
+    """With presolve="dp" and no budget the incumbent is the DP optimum: a configuration
+    stays iff some optimal assignment uses it (brute-force enumeration)."""
+    red = presolve(problem, reductions=DP_REDUCTIONS)
+    if red.warm_start is None or red.stats.get("dp_marginal_configs") is None:
         return
-    opt = problem.evaluate(warm).cost
+    opt = red.upper_bound
     best = [np.full(k, math.inf) for k in problem.n_configs]
     for a in itertools.product(*[range(k) for k in problem.n_configs]):
         c = problem.evaluate(np.array(a)).cost

@@ -6,10 +6,16 @@ name       what it is
 ``dp``     exact graph search: OptCNN's node/edge eliminations, then variable
            elimination along a tree decomposition (:mod:`.dp`)
 ``brute``  exhaustive enumeration, for tiny instances and tests (:mod:`.brute`)
-``cbc``    the MILP through PuLP's CBC (:mod:`.cbc`)
-``highs``  the MILP through highspy (:mod:`.highs`)
-``cpsat``  the MILP through OR-Tools CP-SAT (:mod:`.cpsat`)
+``cbc``    the MILP through PuLP's CBC (:mod:`.milp.cbc`)
+``highs``  the MILP through highspy (:mod:`.milp.highs`)
+``cpsat``  the MILP through OR-Tools CP-SAT (:mod:`.milp.cpsat`)
+``auto``   picks one by measured evidence (:mod:`.auto`)
 =========  ==========================================================================
+
+Shared pieces: :mod:`.options` (validation, deadlines), :mod:`.base` (the backend template),
+:mod:`.result` (the one result type and status vocabulary), :mod:`.memory` (memory rows),
+:mod:`.heuristics` (incumbents without an exact search), :mod:`.dual` (the LP relaxation's
+dual).
 """
 
 from __future__ import annotations
@@ -20,21 +26,24 @@ from typing import Any
 from ..errors import SolverUnavailableError, UnknownNameError
 from ..problem import Problem
 from .base import Capabilities, Solver
-from .result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN, SolveResult
+from .result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN, Progress, SolveResult
 
 __all__ = ["solve_problem", "get_solver", "solver_names", "available_solvers", "Solver",
-           "Capabilities", "SolveResult", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN",
-           "STATUSES"]
+           "Capabilities", "SolveResult", "Progress", "OPTIMAL", "FEASIBLE", "INFEASIBLE",
+           "UNKNOWN", "STATUSES", "MILP_SOLVERS"]
 
 #: Registry: solver name -> "module:ClassName" (imported lazily, so a missing optional
 #: package only matters when that solver is asked for).
 _BACKENDS = {
     "dp": "milp_parallel.solvers.dp:DPSolver",
     "brute": "milp_parallel.solvers.brute:BruteForceSolver",
-    "cbc": "milp_parallel.solvers.cbc:CBCSolver",
-    "highs": "milp_parallel.solvers.highs:HiGHSSolver",
-    "cpsat": "milp_parallel.solvers.cpsat:CPSATSolver",
+    "cbc": "milp_parallel.solvers.milp.cbc:CBCSolver",
+    "highs": "milp_parallel.solvers.milp.highs:HiGHSSolver",
+    "cpsat": "milp_parallel.solvers.milp.cpsat:CPSATSolver",
 }
+
+#: The MILP backends (the registry names whose proof is a MILP solver's).
+MILP_SOLVERS = ("highs", "cbc", "cpsat")
 
 
 def solver_names() -> tuple[str, ...]:
@@ -64,18 +73,20 @@ def available_solvers() -> tuple[str, ...]:
     return tuple(n for n in _BACKENDS if get_solver(n).available())
 
 
-def solve_problem(problem: Problem, solver: str = "dp", **options: Any) -> SolveResult:
+def solve_problem(problem: Problem, solver: str = "auto", **options: Any) -> SolveResult:
     """Solve a :class:`~milp_parallel.Problem` with the named solver.
 
     Parameters
     ----------
     problem : Problem
     solver : str
-        A name from :func:`solver_names`; ``"auto"`` picks the best available backend for
-        this problem (see :func:`milp_parallel.solvers.auto.choose`).
+        A name from :func:`solver_names`; ``"auto"`` (default) picks the best available
+        backend for this problem (see :func:`milp_parallel.solvers.auto.choose`).
     **options
-        Passed to the backend: common ones are ``time_limit`` (seconds), ``threads``,
-        ``gap`` (relative, default 0: exact), ``verbose``, ``warm_start`` (an assignment).
+        Passed to the backend: common ones are ``time_limit`` (seconds for the whole
+        solve), ``threads``, ``gap`` (relative, default 0: exact), ``verbose``,
+        ``warm_start`` (an assignment), ``callback`` (called with a
+        :class:`~milp_parallel.solvers.result.Progress` as the search improves).
 
     Returns
     -------
@@ -87,12 +98,19 @@ def solve_problem(problem: Problem, solver: str = "dp", **options: Any) -> Solve
         For an unknown solver name.
     SolverUnavailableError
         If the solver's package is not installed (names the package to install).
+    InvalidOptionError
+        For an unknown option or a bad value.
+    UnsupportedProblemError
+        When the solver cannot handle the problem (names one that can).
     """
     if not isinstance(problem, Problem):
         raise TypeError(f"solve_problem expects a Problem, got {type(problem).__name__}")
     if solver == "auto":
         from .auto import choose
-        solver = choose(problem)
+        name = choose(problem)
+        result = get_solver(name).solve(problem, **options)
+        result.stats["auto"] = name
+        return result
     backend = get_solver(solver)
     if not backend.available():
         raise SolverUnavailableError(

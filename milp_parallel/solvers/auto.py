@@ -48,7 +48,7 @@ def choose(problem: Problem) -> str:
     Returns
     -------
     str
-        A registry name of an available solver.
+        A registry name of an available solver that accepts the problem.
 
     Examples
     --------
@@ -59,14 +59,8 @@ def choose(problem: Problem) -> str:
     """
     from . import get_solver
 
-    interval_budget = problem.has_budget and problem.intervals is not None
-    if not interval_budget:
-        try:
-            if get_solver("dp").available():
-                return "dp"
-        except Exception:  # dp module missing or broken: fall back to a MILP backend
-            pass
-    for name in PREFERENCE:
-        if get_solver(name).available():
+    for name in ("dp",) + PREFERENCE:
+        backend = get_solver(name)
+        if backend.available() and backend.accepts(problem) is None:
             return name
-    return "dp" if not interval_budget else PREFERENCE[0]
+    return PREFERENCE[0]

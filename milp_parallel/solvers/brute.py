@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import ProblemTooLargeError
 from ..problem import MEMORY_RTOL, Problem
-from .base import Capabilities, Solver
+from .base import Capabilities, Option, Solver, check_int, check_number
+from .options import Deadline
 from .result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult
 
 __all__ = ["BruteForceSolver", "brute_force", "DEFAULT_MAX_ASSIGNMENTS"]
@@ -26,8 +27,6 @@ logger = logging.getLogger(__name__)
 
 #: Default refusal threshold on the number of assignments ``prod(K_v)``.
 DEFAULT_MAX_ASSIGNMENTS = 2_000_000
-
-_COMMON_OPTIONS = {"time_limit", "threads", "gap", "verbose", "warm_start"}
 
 
 def _n_assignments(problem: Problem) -> float:
@@ -173,31 +172,25 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
 class BruteForceSolver(Solver):
     """Exhaustive enumeration (registry name ``"brute"``); see :func:`brute_force`.
 
-    Exact for every memory model. Options: ``max_assignments`` (default ``2e6``),
-    ``chunk_size``, ``time_limit``; the other common options (``threads``, ``gap``,
-    ``verbose``, ``warm_start``) are accepted and ignored.
+    Exact for every memory model. Options: ``max_assignments`` (default ``2e6``) and
+    ``chunk_size``; ``threads``, ``gap`` and ``warm_start`` do not apply (noted in
+    ``stats["ignored_options"]``).
     """
 
     name = "brute"
     package = None
     module = None
     capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=True,
-                                time_limit=True)
+                                time_limit=True, threads=False, gap=False, warm_start=False)
+    options = (
+        Option("max_assignments", DEFAULT_MAX_ASSIGNMENTS,
+               check_number("max_assignments", 1.0)),
+        Option("chunk_size", 1 << 15, check_int("chunk_size", 1)),
+    )
 
-    def solve(self, problem: Problem, **options: Any) -> SolveResult:
-        """Solve by enumeration.
-
-        Raises
-        ------
-        ProblemTooLargeError
-            Above ``max_assignments``.
-        TypeError
-            For an option this solver does not know.
-        """
-        own = {"max_assignments", "chunk_size", "time_limit"}
-        unknown = set(options) - own - _COMMON_OPTIONS
-        if unknown:
-            raise TypeError(f"brute: unknown option(s) {sorted(unknown)}; known: "
-                            f"{sorted(own | _COMMON_OPTIONS)}")
-        kw = {key: options[key] for key in own if options.get(key) is not None}
-        return brute_force(problem, **kw)
+    def _solve(self, problem: Problem, options: dict[str, Any],
+               deadline: Deadline) -> SolveResult:
+        """Solve by enumeration (raises ProblemTooLargeError above ``max_assignments``)."""
+        return brute_force(problem, max_assignments=options["max_assignments"],
+                           chunk_size=options["chunk_size"],
+                           time_limit=deadline.left() if deadline.time_limit else None)

@@ -7,13 +7,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["SolveResult", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "STATUSES"]
+__all__ = ["SolveResult", "Progress", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "STATUSES",
+           "OPTIMALITY_RTOL", "relative_gap"]
 
 OPTIMAL = "optimal"        #: proved optimal (gap 0 within the solver's tolerance)
 FEASIBLE = "feasible"      #: a solution, not proved optimal; see bound and gap
 INFEASIBLE = "infeasible"  #: proved that no assignment satisfies the constraints
 UNKNOWN = "unknown"        #: no solution and no proof (e.g. a time limit hit first)
 STATUSES = (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN)
+
+#: A result is ``optimal`` only when its proved bound is within this relative distance of its
+#: (re-evaluated) objective.
+OPTIMALITY_RTOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -71,3 +76,28 @@ def relative_gap(objective: float, bound: float) -> float:
     if not np.isfinite(bound):
         return float("inf")
     return max(0.0, (objective - bound) / max(abs(objective), 1e-12))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a ``callback`` receives while a backend searches.
+
+    Attributes
+    ----------
+    solver : str
+    seconds : float
+        Since the solve started.
+    objective : float
+        The best assignment's cost so far (``inf`` without one).
+    bound : float
+        The best proved lower bound so far (``-inf`` without one).
+    """
+
+    solver: str
+    seconds: float
+    objective: float
+    bound: float
+
+    @property
+    def gap(self) -> float:
+        return relative_gap(self.objective, self.bound)

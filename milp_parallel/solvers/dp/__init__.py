@@ -1,0 +1,183 @@
+"""The exact graph search (registry name ``"dp"``): one of the two proofs the product rests on.
+
+=============  =========================================================================
+module         what it holds
+=============  =========================================================================
+``engine``     OptCNN's eliminations, variable elimination along a tree decomposition,
+               min-marginals (:class:`~.engine.Engine`, :func:`solve_unconstrained`)
+``budget``     memory budgets: Lagrangian relaxation and branch-and-bound
+               (:class:`~.budget.BudgetSearch`, :func:`dp_lower_bound`)
+=============  =========================================================================
+
+Exact for: no memory, memory without a budget (any model), and the all-live memory model with
+a budget (any number of devices). A budget over liveness intervals is refused (the MILP
+backends handle it). The search never uses a MILP solver: its answer is independent of them,
+which is what makes it a cross-check.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...problem import Problem
+from ..base import Capabilities, Option, Solver, check_bool, check_choice, check_int, \
+    check_number
+from ..heuristics import incumbent
+from ..options import Deadline
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relative_gap
+from .budget import INTERVAL_MESSAGE, BudgetSearch, LagrangianBound, dp_lower_bound
+from .engine import _ORDERINGS, DEFAULT_MAX_TABLE_SIZE, Engine, OutOfTime, solve_unconstrained
+
+__all__ = ["DPSolver", "solve_unconstrained", "dp_lower_bound", "LagrangianBound", "Engine",
+           "DEFAULT_MAX_TABLE_SIZE"]
+
+
+class DPSolver(Solver):
+    """Exact graph search (registry name ``"dp"``); see :mod:`milp_parallel.solvers.dp`.
+
+    Options (besides the common ones)
+    ---------------------------------
+    eliminations : bool
+        OptCNN's leaf/node/edge eliminations before variable elimination (default ``True``).
+    ordering : str
+        ``"auto"`` (default), ``"min_weight"``, ``"min_degree"``, ``"min_fill"``.
+    max_table_size : float
+        Largest variable-elimination table allowed (default ``5e7`` entries).
+    max_branch_nodes : int
+        Branch-and-bound node limit of the budget search (default 200000).
+    root_iterations, node_iterations : int
+        Subgradient iterations at the root (default 60) and at other nodes (default 8).
+    fixing : bool
+        Reduced-cost fixing from min-marginals in the budget search (default ``True``;
+        ``False`` only for comparison: same answers, slower).
+
+    ``warm_start`` (an assignment) seeds the budget search's incumbent when it meets the
+    budget; ``gap`` lets the budget search stop early. ``threads`` does not apply (the search
+    is single-threaded) and is noted in ``stats["ignored_options"]``.
+    """
+
+    name = "dp"
+    package = None
+    module = None
+    capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=False,
+                                time_limit=True, threads=False, gap=True, warm_start=True)
+    options = (
+        Option("eliminations", True, check_bool("eliminations")),
+        Option("ordering", "auto", check_choice("ordering", _ORDERINGS)),
+        Option("max_table_size", DEFAULT_MAX_TABLE_SIZE,
+               check_number("max_table_size", 1.0)),
+        Option("max_branch_nodes", 200_000, check_int("max_branch_nodes", 1)),
+        Option("root_iterations", 60, check_int("root_iterations", 1)),
+        Option("node_iterations", 8, check_int("node_iterations", 1)),
+        Option("fixing", True, check_bool("fixing")),
+    )
+
+    def accepts(self, problem: Problem) -> str | None:
+        if problem.has_budget and problem.intervals is not None:
+            return INTERVAL_MESSAGE
+        return super().accepts(problem)
+
+    def _solve(self, problem: Problem, options: dict[str, Any],
+               deadline: Deadline) -> SolveResult:
+        """Solve exactly.
+
+        Returns
+        -------
+        SolveResult
+            ``stats``: ``leaf_eliminations``, ``node_eliminations``, ``edge_eliminations``,
+            ``isolated``, ``single_config_eliminations``, ``nodes_left``, ``treewidth``,
+            ``largest_table``, ``ordering``, and with a budget ``dp_runs``,
+            ``lagrangian_iterations``, ``branch_nodes``, ``least_memory`` (per device),
+            ``fixed_configs``, ``local_searches``, ``binding_devices``. When the time limit
+            runs out before the search has an answer, the heuristic incumbent of
+            :mod:`~milp_parallel.solvers.heuristics` comes back ``feasible`` (or ``unknown``).
+
+        Raises
+        ------
+        ProblemTooLargeError
+            If the largest table exceeds ``max_table_size``.
+        """
+        stats: dict[str, Any] = {}
+
+        def done(status, a, bound):
+            objective = problem.evaluate(a).cost if a is not None else math.nan
+            if status == OPTIMAL:
+                bound, gap = objective, 0.0
+            elif a is None:
+                gap = math.inf
+            else:
+                gap = relative_gap(objective, bound)
+            return SolveResult(assignment=a, objective=objective, status=status, bound=bound,
+                               gap=gap, seconds=deadline.elapsed(), solver="dp", stats=stats)
+
+        def out_of_time(best=None):
+            """The deadline passed first: the best assignment known, or a heuristic one."""
+            stats["time_limit_reached"] = True
+            if best is None:
+                best, _ = incumbent(problem, deadline=Deadline(min(1.0, 0.05 * (
+                    deadline.time_limit or 1.0))))
+            if best is None:
+                return done(UNKNOWN, None, -math.inf)
+            return done(FEASIBLE, best, -math.inf)
+
+        try:
+            eng = Engine(problem, eliminations=options["eliminations"],
+                         ordering=options["ordering"],
+                         max_table_size=options["max_table_size"], deadline=deadline)
+        except OutOfTime:
+            return out_of_time()
+        pl = eng.plan
+        stats.update({
+            "leaf_eliminations": pl.n_leaf, "node_eliminations": pl.n_node,
+            "edge_eliminations": pl.n_edge, "isolated": pl.n_isolated,
+            "single_config_eliminations": pl.n_single,
+            "nodes_left": pl.nodes_left, "treewidth": pl.treewidth,
+            "largest_table": pl.largest_table, "ordering": pl.ordering})
+
+        if not problem.has_budget:
+            try:
+                val, a = eng.run(problem.node_costs, deadline=deadline)
+            except OutOfTime:
+                return out_of_time()
+            if not math.isfinite(val):
+                return done(INFEASIBLE, None, math.inf)
+            return done(OPTIMAL, a, val)
+
+        search = BudgetSearch(
+            problem, eng, gap=options["gap"], deadline=deadline,
+            max_branch_nodes=options["max_branch_nodes"],
+            root_iterations=options["root_iterations"],
+            node_iterations=options["node_iterations"], fixing=options["fixing"])
+        warm = options["warm_start"]
+        if warm is not None:
+            search.offer(problem.check_assignment(warm))
+        try:
+            least, argmins = search.least_memory()
+        except OutOfTime:
+            return out_of_time(search.best_a)
+        stats["least_memory"] = least
+        budget = search.budget
+        if not np.all(np.isfinite(least)) or np.any(least > budget):
+            stats.update(dp_runs=search.dp_runs, lagrangian_iterations=0, branch_nodes=0)
+            return done(INFEASIBLE, None, math.inf)
+        for a in argmins:
+            search.offer(a)                # D == 1: the least-memory assignment is feasible
+        # Drop configurations that cannot fit even with every other node at its least memory.
+        allowed0 = [np.isfinite(c) for c in problem.node_costs]
+        if not search.tighten(allowed0):
+            stats.update(dp_runs=search.dp_runs, lagrangian_iterations=0, branch_nodes=0)
+            return done(INFEASIBLE, None, math.inf)
+        search.reduce_devices(allowed0)
+        for a in argmins:
+            search.local_search(a, allowed0)
+        status, bound, n_bb = search.run(allowed0)
+        stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
+                     branch_nodes=n_bb, fixed_configs=search.fixed,
+                     local_searches=search.local_searches,
+                     binding_devices=[int(d) for d in search.active])
+        if status in (FEASIBLE, UNKNOWN) and search.out_of_time():
+            stats["time_limit_reached"] = True
+        return done(status, search.best_a, bound)

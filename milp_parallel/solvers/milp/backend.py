@@ -1,0 +1,260 @@
+"""The flow every MILP backend shares (a template method), and the mapping of its answer.
+
+:class:`MilpBackend` owns the steps; a backend (HiGHS, CBC, CP-SAT) writes only
+:meth:`MilpBackend._native`, the call of its solver on the arrays of a
+:class:`~.model.MilpModel`, returning a :class:`NativeResult`:
+
+1. **incumbent**: the user's ``warm_start`` when it is feasible, else
+   :func:`~milp_parallel.solvers.heuristics.incumbent` (no exact search is involved);
+2. **presolve** (:mod:`.presolve`) within :data:`PRESOLVE_TIME_SHARE` of the time left;
+3. **formulate** (:func:`.model.formulate`);
+4. the **solver**, given what is left of ``time_limit``;
+5. the **answer mapped back** (:func:`finish_result`): decoded, re-evaluated on the original
+   problem, and checked. Nothing is repaired in secret: a solver that claims infeasibility
+   while a feasible assignment is known, returns an assignment that violates the problem, or
+   proves a bound above the cost of a known feasible assignment raises
+   :class:`~milp_parallel.errors.SolverError` naming the backend and both numbers. The status
+   is ``optimal`` only when a proved bound (the solver's, or the presolve's LP-dual bound)
+   is within :data:`~milp_parallel.solvers.result.OPTIMALITY_RTOL` of the objective.
+
+``presolve`` chooses what may run before the solver: ``"milp"`` (default: the MILP-side
+steps of :data:`.presolve.REDUCTIONS`), ``"dp"`` (adds the exact search's incumbent and
+min-marginal fixing, :data:`.presolve.DP_REDUCTIONS`: faster on some problems, but then the
+answer is no longer independent of the exact search; never used by a cross-check), or
+``"none"`` (only what the model needs: forbidden entries and rows that cannot bind, and no
+incumbent: the solver's own strength).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import SolverError
+from ...problem import Problem
+from ..base import Option, Solver, check_choice, check_number
+from ..heuristics import incumbent
+from ..memory import least_memory
+from ..options import Deadline
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, OPTIMALITY_RTOL, UNKNOWN, SolveResult, \
+    relative_gap
+from .model import MilpModel, formulate
+from .presolve import DEFAULT_DOMINANCE_WORK, DP_REDUCTIONS, REDUCTIONS, presolve
+
+__all__ = ["MilpBackend", "NativeResult", "finish_result", "PRESOLVE_TIME_SHARE",
+           "INCUMBENT_TIME_SHARE", "MIN_SOLVER_SECONDS", "PRESOLVE_MODES"]
+
+logger = logging.getLogger(__name__)
+
+#: Share of the time limit the incumbent heuristic may use (at least
+#: :data:`INCUMBENT_MIN_SECONDS`, or 30% of a shorter limit: without an incumbent a short
+#: run has nothing to return).
+INCUMBENT_TIME_SHARE = 0.1
+INCUMBENT_MIN_SECONDS = 1.0
+#: Share of the time left (after the incumbent) that the optional presolve work may use;
+#: the rest goes to the formulation and the solver.
+PRESOLVE_TIME_SHARE = 0.3
+#: Under this many seconds left, the solver is not started (its start-up alone costs more).
+MIN_SOLVER_SECONDS = 0.05
+PRESOLVE_MODES = ("milp", "dp", "none")
+
+
+def _check_reductions(value: Any) -> tuple:
+    from ...errors import InvalidOptionError
+    if isinstance(value, str) or not all(isinstance(x, str) for x in value):
+        raise InvalidOptionError(f"reductions must be a sequence of step names from "
+                                 f"{REDUCTIONS + DP_REDUCTIONS}, got {value!r}")
+    unknown = set(value) - set(REDUCTIONS) - set(DP_REDUCTIONS)
+    if unknown:
+        raise InvalidOptionError(f"unknown reductions {sorted(unknown)}; known: "
+                                 f"{REDUCTIONS + DP_REDUCTIONS}")
+    return tuple(value)
+
+
+#: Options of every MILP backend, besides the common ones.
+MILP_OPTIONS = (
+    Option("presolve", "milp", check_choice("presolve", PRESOLVE_MODES),
+           "what runs before the solver: 'milp' (default), 'dp' or 'none'"),
+    Option("reductions", None, _check_reductions,
+           "the presolve steps to run (default: those of the presolve mode)"),
+    Option("dominance_work_limit", DEFAULT_DOMINANCE_WORK,
+           check_number("dominance_work_limit", 0.0), "comparisons the dominance step may do"),
+)
+
+
+@dataclass
+class NativeResult:
+    """What a backend's solver call returns (in the model's terms, offset excluded).
+
+    Attributes
+    ----------
+    values : numpy.ndarray or None
+        Column values of the solver's best solution (``None`` without one).
+    claimed_optimal : bool
+        The solver says it proved optimality (to the requested gap).
+    bound : float
+        The solver's proved lower bound on the model's objective (``-inf`` when unknown).
+    infeasible : bool
+        The solver proved the model infeasible.
+    native_status : str
+        The solver's own words.
+    solve_seconds : float
+    stats : dict
+    """
+
+    values: np.ndarray | None
+    claimed_optimal: bool
+    bound: float
+    infeasible: bool
+    native_status: str
+    solve_seconds: float
+    stats: dict = field(default_factory=dict)
+
+
+class MilpBackend(Solver):
+    """Template of the MILP backends; subclasses implement :meth:`_native`."""
+
+    options = MILP_OPTIONS
+
+    def _native(self, model: MilpModel, warm: np.ndarray | None, options: dict[str, Any],
+                deadline: Deadline) -> NativeResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _solve(self, problem: Problem, options: dict[str, Any],
+               deadline: Deadline) -> SolveResult:
+        mode = options["presolve"]
+        steps = options["reductions"]
+        if steps is None:
+            steps = {"milp": REDUCTIONS, "dp": REDUCTIONS + DP_REDUCTIONS,
+                     "none": ("forbidden",)}[mode]
+        # 1. incumbent
+        warm, source, inc_stats = None, "none", {}
+        user = options["warm_start"]
+        if user is not None:
+            a = problem.check_assignment(user)
+            if problem.evaluate(a).feasible:
+                warm, source = a, "user"
+            else:
+                logger.info("%s: the warm start is not feasible; ignoring it", self.name)
+        if warm is None and mode != "none":
+            tl = deadline.time_limit
+            share = None if tl is None else Deadline(
+                max(INCUMBENT_TIME_SHARE * tl, min(INCUMBENT_MIN_SECONDS, 0.3 * tl)))
+            warm, inc_stats = incumbent(problem, deadline=share)
+            source = "heuristic" if warm is not None else "none"
+        t_inc = deadline.elapsed()
+        # 2. presolve, 3. formulate
+        red = presolve(problem, warm_start=warm, reductions=steps,
+                       dominance_work_limit=options["dominance_work_limit"],
+                       deadline=Deadline(None) if deadline.time_limit is None else
+                       Deadline(PRESOLVE_TIME_SHARE * (deadline.left() or 0.0)))
+        if red.stats.get("warm_start_source") == "dp":
+            source = "dp"
+        t_pre = deadline.elapsed()
+        model = formulate(red)
+        t_form = deadline.elapsed()
+        stats = {"presolve": mode, "warm_start_source": source,
+                 "incumbent_seconds": t_inc, "presolve_seconds": t_pre - t_inc,
+                 "formulate_seconds": t_form - t_pre, "build_seconds": t_form,
+                 "incumbent_bad_entries": inc_stats.get("bad_entries")}
+        stats.update(model.stats())
+        warm = red.warm_start
+        if red.infeasible:
+            stats["least_peak_memory"] = least_memory(problem)
+            return finish_result(problem, model, self.name, NativeResult(
+                None, False, math.inf, True, "presolve: " + red.reason, 0.0), warm,
+                deadline, stats, proof="presolve")
+        if model.n_cols == 0:
+            a = red.fixed.copy()
+            ev = problem.evaluate(a)
+            return finish_result(problem, model, self.name, NativeResult(
+                np.zeros(0), ev.feasible, ev.cost - model.offset, not ev.feasible,
+                "presolve: solved (every configuration but one removed)", 0.0),
+                warm, deadline, stats, proof="presolve")
+        left = deadline.left()
+        if left is not None and left < MIN_SOLVER_SECONDS:
+            stats["time_limit_reached"] = True
+            return finish_result(problem, model, self.name, NativeResult(
+                None, False, -math.inf, False, "time limit reached before the solver ran",
+                0.0, {"solver_time_limit": 0.0}), warm, deadline, stats)
+        native = self._native(model, warm, options, deadline)
+        native.stats.setdefault("solver_time_limit", left)
+        return finish_result(problem, model, self.name, native, warm, deadline, stats)
+
+
+def finish_result(problem: Problem, model: MilpModel, solver: str, native: NativeResult,
+                  warm: np.ndarray | None, deadline: Deadline, stats: dict, *,
+                  proof: str = "solver") -> SolveResult:
+    """Map a backend's raw answer to a :class:`SolveResult` on the original problem.
+
+    Raises
+    ------
+    SolverError
+        When the solver contradicts what is known: it claims infeasibility while a feasible
+        assignment is known, returns an assignment that is not feasible on the problem, or
+        proves a lower bound above the cost of a known feasible assignment.
+    """
+    stats = dict(stats)
+    stats.update(native.stats)
+    stats["solve_seconds"] = native.solve_seconds
+    stats["native_status"] = native.native_status
+    red = model.reduced
+    warm_cost = problem.evaluate(warm).cost if warm is not None else math.inf
+    if native.infeasible:
+        if warm is not None:
+            raise SolverError(
+                f"{solver}: the solver claims the problem is infeasible ({native.native_status})"
+                f", but a feasible assignment of cost {warm_cost!r} is known")
+        stats.setdefault("least_peak_memory", least_memory(problem))
+        return SolveResult(assignment=None, objective=math.nan, status=INFEASIBLE,
+                           bound=math.inf, gap=math.inf, seconds=deadline.elapsed(),
+                           solver=solver, stats=stats)
+    best, best_cost = None, math.inf
+    if native.values is not None:
+        a = model.decode(native.values)
+        ev = problem.evaluate(a)
+        if not ev.feasible:
+            raise SolverError(
+                f"{solver}: the solver's assignment is not feasible on the problem (cost "
+                f"{ev.cost!r}, peak memory {ev.peak_memory!r}, budget "
+                f"{problem.memory_limit!r}); native status {native.native_status!r}")
+        best, best_cost = a, ev.cost
+        stats["solver_objective"] = ev.cost
+    if warm is not None and warm_cost < best_cost:
+        best, best_cost = warm, warm_cost           # a time-limited run found nothing better
+    bound = native.bound + model.offset if np.isfinite(native.bound) else native.bound
+    if (np.isfinite(bound) and float(model.offset).is_integer()
+            and np.all(model.col_cost == np.round(model.col_cost))):
+        bound = float(math.ceil(bound - 1e-6))     # integer costs: the bound rounds up
+    scale = max(abs(best_cost), 1e-12) if math.isfinite(best_cost) else 1.0
+    if math.isfinite(bound) and math.isfinite(best_cost) \
+            and bound > best_cost + OPTIMALITY_RTOL * scale:
+        raise SolverError(
+            f"{solver}: the solver proved a lower bound of {bound!r}, above the cost "
+            f"{best_cost!r} of a feasible assignment it was given or found; native status "
+            f"{native.native_status!r}")
+    solver_bound = bound
+    if math.isfinite(red.lower_bound):
+        bound = max(bound, red.lower_bound) if math.isfinite(bound) else red.lower_bound
+        if math.isfinite(best_cost) and bound > best_cost:
+            bound = best_cost      # the dual bound's rounding slack (at most its tolerance)
+    stats["solver_bound"] = solver_bound
+    stats["presolve_bound"] = red.lower_bound
+    if best is None:
+        return SolveResult(assignment=None, objective=math.nan, status=UNKNOWN,
+                           bound=bound, gap=math.inf, seconds=deadline.elapsed(),
+                           solver=solver, stats=stats)
+    proved = math.isfinite(bound) and best_cost - bound <= OPTIMALITY_RTOL * scale
+    status = OPTIMAL if proved else FEASIBLE
+    if proved and not (native.claimed_optimal and math.isfinite(solver_bound)
+                       and best_cost - solver_bound <= OPTIMALITY_RTOL * scale):
+        proof = "presolve"
+    stats["proof"] = proof if status == OPTIMAL else None
+    gap = 0.0 if status == OPTIMAL else relative_gap(best_cost, bound)
+    return SolveResult(assignment=np.asarray(best, dtype=np.int64), objective=best_cost,
+                       status=status, bound=bound if status != OPTIMAL else best_cost,
+                       gap=gap, seconds=deadline.elapsed(), solver=solver, stats=stats)

@@ -1,0 +1,235 @@
+"""CBC through PuLP's bundled binary (registry name ``"cbc"``): a thin adapter on
+:mod:`.backend`.
+
+PuLP 3.x bundles a CBC binary (PuLP 4.x, which pip picks on Python >= 3.12, changed its API
+and bundles none: pin ``pulp<4``). The MPS file is written here with numpy (building PuLP's
+per-variable objects took seconds on 200k columns) and the bundled binary is run directly,
+so that it can be stopped: CBC checks ``-sec`` only between phases (a 213k-column root LP ran
+33 s past a 5 s limit), so one second past the limit it is killed and the incumbent is the
+answer. The status comes from the first line of CBC's solution file ("Optimal", "Stopped on
+time - objective value ...", "Infeasible", ...; PuLP's ``LpProblem.status`` calls a stopped run
+with an incumbent "Optimal"), and the proved lower bound from CBC's log: its final "Lower
+bound" (or "Best possible") line, or, when CBC reports a proved optimum at gap 0, its
+objective. A run stopped by ``gap`` is ``feasible`` with that bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from ...errors import SolverError
+from ..base import Capabilities, Option, check_choice
+from ..options import Deadline
+from .backend import MILP_OPTIONS, MilpBackend, NativeResult
+from .model import MilpModel, merge_duplicate_entries, objective_scale
+
+__all__ = ["CBCSolver", "write_mps", "cbc_path"]
+
+logger = logging.getLogger(__name__)
+
+_BOUND_RE = re.compile(r"^(?:Lower bound|Best possible):\s*(-?[0-9.eE+-]+|-?inf)", re.M)
+_GAP_RE = re.compile(r"^Gap:\s*(-?[0-9.eE+-]+)", re.M)
+_RESULT_RE = re.compile(r"^Result - (.*)$", re.M)
+#: Seconds CBC may run past its limit before it is stopped (it checks the limit only
+#: between phases, e.g. not inside its root LP).
+_KILL_GRACE_SECONDS = 0.25
+
+
+def cbc_path() -> str:
+    """The CBC binary PuLP bundles."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)    # PuLP 3.3 warns about 4.0
+        import pulp
+        return pulp.PULP_CBC_CMD().path
+
+
+def _read_bound(log_text: str) -> float:
+    """CBC's final proved lower bound from its log (``-inf`` when it printed none)."""
+    m = _BOUND_RE.findall(log_text)
+    if m:
+        try:
+            return float(m[-1])
+        except ValueError:
+            pass
+    return -math.inf
+
+
+def _names(prefix: str, n: int) -> np.ndarray:
+    return np.char.add(prefix, np.arange(n).astype(str)) if n else np.zeros(0, dtype=str)
+
+
+def write_mps(model: MilpModel, path: str, cost_scale: float = 1.0) -> None:
+    """Write the model as an MPS file for CBC (vectorised; values with 17 digits).
+
+    Columns are ``C<j>``, rows ``R<i>``; the ``x`` columns (first, contiguous) sit between
+    integer markers and get ``BV`` bounds, the ``y`` columns ``UP 1``.
+    """
+    n_cols, n_rows = model.n_cols, model.n_rows
+    start, index, value = merge_duplicate_entries(model.row_start, model.row_index,
+                                                  model.row_value)
+    row_of = np.repeat(np.arange(n_rows), np.diff(start))
+    order = np.lexsort((row_of, index))               # column-major
+    col_names, row_names = _names("C", n_cols), _names("R", n_rows)
+    kind = np.where(model.row_lower == model.row_upper, "E",
+                    np.where(np.isfinite(model.row_upper), "L", "G"))
+    rhs = np.where(kind == "G", model.row_lower, model.row_upper)
+    # Entries: objective first per column, then the matrix, sorted by column.
+    obj_cols = np.nonzero(model.col_cost != 0)[0]
+    ent_col = np.concatenate([obj_cols, index[order]])
+    ent_row = np.concatenate([np.full(obj_cols.size, "OBJ"), row_names[row_of[order]]])
+    ent_val = np.concatenate([model.col_cost[obj_cols] * cost_scale, value[order]])
+    srt = np.argsort(ent_col, kind="stable")
+    ent_col, ent_row, ent_val = ent_col[srt], ent_row[srt], ent_val[srt]
+    lines = [f"    {c:<8}  {r:<8}  {v!r}\n" for c, r, v in
+             zip(col_names[ent_col].tolist(), ent_row.tolist(), ent_val.tolist())]
+    n_x = model.n_x
+    split = int(np.searchsorted(ent_col, n_x))
+    with open(path, "w") as f:
+        f.write("NAME          MILPPARALLEL\nROWS\n N  OBJ\n")
+        f.write("".join(f" {k}  {r:<8}\n" for k, r in zip(kind.tolist(), row_names.tolist())))
+        f.write("COLUMNS\n")
+        if n_x:
+            f.write("    MARK      'MARKER'                 'INTORG'\n")
+        f.write("".join(lines[:split]))
+        if n_x:
+            f.write("    MARK      'MARKER'                 'INTEND'\n")
+        f.write("".join(lines[split:]))
+        # A column in no row and without cost still has to be declared.
+        seen = np.zeros(n_cols, dtype=bool)
+        seen[ent_col] = True
+        f.write("".join(f"    {c:<8}  OBJ       0\n" for c in col_names[~seen].tolist()))
+        f.write("RHS\n")
+        nz = np.nonzero(rhs != 0)[0]
+        f.write("".join(f"    RHS       {row_names[i]:<8}  {float(rhs[i])!r}\n" for i in nz))
+        f.write("BOUNDS\n")
+        f.write("".join(f" BV BND       {c:<8}\n" for c in col_names[:n_x].tolist()))
+        f.write("".join(f" UP BND       {c:<8}  1\n" for c in col_names[n_x:].tolist()))
+        f.write("ENDATA\n")
+
+
+def _write_start(model: MilpModel, col: np.ndarray, path: str) -> None:
+    names = _names("C", model.n_cols)
+    with open(path, "w") as f:
+        f.write("Stopped on time - objective value 0\n")
+        f.write("".join(f"{i:>7} {n} {float(v)!r} 0\n"
+                        for i, (n, v) in enumerate(zip(names.tolist(), col.tolist()))))
+
+
+def _read_solution(path: str, n_cols: int) -> tuple[str, np.ndarray | None]:
+    """CBC's solution file: its first line, and the column values (``None`` without)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        return "no solution file", None
+    if not text:
+        return "empty solution file", None
+    head = text[0].strip()
+    values = np.zeros(n_cols)
+    for line in text[1:]:
+        parts = line.split()
+        if parts and parts[0] == "**":
+            parts = parts[1:]
+        if len(parts) >= 3 and parts[1].startswith("C"):
+            try:
+                values[int(parts[1][1:])] = float(parts[2])
+            except ValueError:
+                continue
+    return head, values
+
+
+class CBCSolver(MilpBackend):
+    """CBC through PuLP's bundled binary (registry name ``"cbc"``).
+
+    Options (besides the common and MILP ones)
+    ------------------------------------------
+    cbc_options : str
+        Extra CBC command-line arguments placed before ``-solve`` (e.g. ``"-cuts off"``).
+    """
+
+    name = "cbc"
+    package = "pulp"
+    module = "pulp"
+    capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=True,
+                                time_limit=True, threads=True, gap=True, warm_start=True)
+    options = MILP_OPTIONS + (
+        Option("cbc_options", "", lambda x: str(x), "extra CBC arguments before -solve"),
+    )
+
+    def _native(self, model: MilpModel, warm: np.ndarray | None, options: dict[str, Any],
+                deadline: Deadline) -> NativeResult:
+        gap, threads = options["gap"], options["threads"]
+        tmp = tempfile.mkdtemp(prefix="milp_parallel_cbc_")
+        mps, sol, mst = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "start.mst"))
+        try:
+            scale = objective_scale(model.col_cost)
+            write_mps(model, mps, scale)
+            path = cbc_path()
+            args = [path, mps]
+            if warm is not None:
+                col = model.encode(warm)
+                if col is not None:
+                    _write_start(model, col, mst)
+                    args += ["-mips", mst]
+            left = deadline.left()
+            left = deadline.left()          # after writing the MPS file
+            if left is not None:
+                args += ["-sec", repr(max(0.01, float(left) - 0.1)), "-timeMode", "elapsed"]
+            args += ["-ratio", repr(float(gap))]
+            if threads is not None:
+                args += ["-threads", str(int(threads))]
+            args += options["cbc_options"].split()
+            args += ["-solve", "-solution", sol]
+            t1 = time.perf_counter()
+            killed = False
+            try:
+                grace = None if left is None else left + _KILL_GRACE_SECONDS
+                proc = subprocess.run(args, capture_output=True, text=True, timeout=grace,
+                                      cwd=tmp)
+                log_text = proc.stdout + proc.stderr
+            except subprocess.TimeoutExpired as exc:
+                killed = True
+                log_text = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) \
+                    else (exc.stdout or "")
+            except OSError as exc:
+                raise SolverError(f"cbc: could not run CBC at {path} ({exc})") from None
+            solve_seconds = time.perf_counter() - t1
+            head, values = (("killed at the time limit", None) if killed
+                            else _read_solution(sol, model.n_cols))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if options["verbose"]:
+            logger.info("CBC log:\n%s", log_text)
+        if not killed and not head:
+            raise SolverError(f"cbc: CBC gave no answer; its log ends with: {log_text[-300:]}")
+        word = head.split()[0] if head else ""
+        infeasible = word == "Infeasible" or head.startswith("Integer infeasible")
+        has_sol = values is not None and (word == "Optimal" or "objective value" in head) \
+            and not infeasible
+        result = _RESULT_RE.findall(log_text)
+        result = result[-1].strip() if result else ""
+        bound = _read_bound(log_text) / scale
+        gap_line = _GAP_RE.findall(log_text)
+        claimed = word == "Optimal" and result.startswith("Optimal") and not gap_line
+        if claimed and not math.isfinite(bound) and has_sol and gap == 0:
+            # CBC proved the optimum (gap 0 requested, no gap left in its summary): its
+            # bound is the objective it reports.
+            bound = float(values @ model.col_cost)
+        return NativeResult(
+            values=values if has_sol else None, claimed_optimal=claimed, bound=bound,
+            infeasible=infeasible and not has_sol,
+            native_status=head + (f" ({result})" if result else ""),
+            solve_seconds=solve_seconds,
+            stats={"solver_time_limit": left, "killed_at_time_limit": killed,
+                   "cost_scale": scale})
