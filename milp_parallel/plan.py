@@ -20,7 +20,6 @@ import json
 import logging
 import math
 import os
-import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -28,12 +27,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .baselines import NodeConfigs, baseline_assignments, degrees_dict
-from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidGraphError,
-                     InvalidProblemError, InvalidTopologyError, ProblemTooLargeError,
-                     SolverUnavailableError, UnsupportedProblemError)
+from .crosscheck import CROSS_CHECK_RTOL, NOT_RUN, CrossCheck
+from .crosscheck import compare as cross_check_results
+from .crosscheck import cross_check as run_cross_check
+from .errors import (FormatError, InfeasibleError, InvalidGraphError, InvalidProblemError,
+                     InvalidTopologyError)
 from .problem import MEMORY_RTOL, Problem
-from .solvers import SolveResult, available_solvers, solve_problem
-from .solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN
+from .solvers import SolveResult, solve_problem
+from .solvers.result import INFEASIBLE, OPTIMAL
 
 __all__ = ["solve", "make_problem", "Plan", "LayerChoice", "Baseline", "CrossCheck", "cross_check_results",
            "least_memory_bytes", "PLAN_FORMAT", "PLAN_FORMAT_VERSION", "CROSS_CHECK_RTOL"]
@@ -43,12 +44,6 @@ logger = logging.getLogger(__name__)
 PLAN_FORMAT = "milp_parallel.plan"
 PLAN_FORMAT_VERSION = 1
 
-#: Relative tolerance of the cross-check: the solver's and the exact search's optima must
-#: agree within it.
-CROSS_CHECK_RTOL = 1e-6
-
-#: MILP backends tried, in order, when the main solver is the exact search itself.
-_MILP_ORDER = ("highs", "cpsat", "cbc")
 
 
 # ---------------------------------------------------------------------- values
@@ -97,37 +92,6 @@ class LayerChoice:
     def merged(self) -> bool:
         """Whether the layer was merged into its producer (follows it)."""
         return bool(self.node) and self.node != self.name
-
-
-@dataclass(frozen=True)
-class CrossCheck:
-    """The outcome of checking the solver's answer against an independent exact solver.
-
-    Attributes
-    ----------
-    verdict : str
-        ``"agreed"`` (same optimum within :data:`CROSS_CHECK_RTOL`); ``"not run: <reason>"``
-        (cross-check off, or the exact search cannot handle this instance); or, when the main
-        solver did not prove optimality, ``"bounded: ..."`` (the exact optimum lies between
-        the solver's bound and objective; the text says how far the solver's answer is from
-        it). A disagreement is never a verdict: it raises
-        :class:`~milp_parallel.errors.CrossCheckError`.
-    exact_objective : float or None
-        The checking solver's optimum (``None`` when not run).
-    exact_seconds : float or None
-        Its wall-clock time.
-    exact_solver : str or None
-        Which solver checked (``"dp"``, or a MILP backend when the main solver is ``dp``).
-    """
-
-    verdict: str
-    exact_objective: float | None = None
-    exact_seconds: float | None = None
-    exact_solver: str | None = None
-
-    @property
-    def ran(self) -> bool:
-        return not self.verdict.startswith("not run")
 
 
 @dataclass(frozen=True)
@@ -274,7 +238,7 @@ class Plan:
                 v = {k: _enc({g.name: getattr(b, g.name) for g in fields(b)})
                      for k, b in v.items()}
             elif f.name == "cross_check":
-                v = _enc({g.name: getattr(v, g.name) for g in fields(v)})
+                v = _enc(v.to_dict())
             else:
                 v = _enc(v)
             out[f.name] = v
@@ -302,7 +266,7 @@ class Plan:
                 for d in kw["layers"])
             kw["baselines"] = {k: Baseline(**{**d, "assignment": tuple(d["assignment"])})
                                for k, d in kw["baselines"].items()}
-            kw["cross_check"] = CrossCheck(**kw["cross_check"])
+            kw["cross_check"] = CrossCheck.from_dict(kw["cross_check"])
             kw["memory_bytes"] = tuple(kw["memory_bytes"])
             kw["assignment"] = tuple(kw.get("assignment", ()))
             return cls(**kw)
@@ -447,98 +411,11 @@ def format_plan(plan: Plan) -> str:
                          f"{b.speedup:>6.2f}x  {b.description}")
     cc = plan.cross_check
     extra = ""
-    if cc.exact_objective is not None:
-        extra = (f" ({cc.exact_solver}: {_ms(cc.exact_objective)} ms in "
-                 f"{cc.exact_seconds:.3f} s)")
+    if cc.checker_objective is not None:
+        extra = (f" ({cc.checker} {cc.checker_status}: {_ms(cc.checker_objective)} ms in "
+                 f"{cc.checker_seconds:.3f} s; {plan.solver}: {plan.solve_seconds:.3f} s)")
     lines += ["", f"cross-check: {cc.verdict}{extra}"]
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------- cross-check
-def _rel_diff(a: float, b: float) -> float:
-    if a == b:
-        return 0.0
-    return abs(a - b) / max(abs(a), abs(b), 1e-300)
-
-
-def cross_check_results(problem: Problem, result: SolveResult, exact: SolveResult, *,
-                        rtol: float = CROSS_CHECK_RTOL) -> CrossCheck:
-    """Compare a solver's result with an exact solver's on the same problem.
-
-    Both results are re-evaluated on ``problem`` (an objective that does not match its own
-    assignment is a disagreement too). Rules:
-
-    - both proved optimal: the objectives must agree within ``rtol`` (relative);
-    - the solver only ``feasible``: the exact optimum must not exceed its objective (beyond
-      ``rtol``) nor lie below its proved bound (verdict ``"bounded: ..."``);
-    - the exact solver says infeasible: the solver must have no feasible assignment either;
-    - the exact solver did not prove optimality: verdict ``"not run: ..."``.
-
-    Parameters
-    ----------
-    problem : Problem
-    result : SolveResult
-        The main solver's result.
-    exact : SolveResult
-        The checking solver's result.
-    rtol : float
-        Relative tolerance (default :data:`CROSS_CHECK_RTOL`).
-
-    Returns
-    -------
-    CrossCheck
-
-    Raises
-    ------
-    CrossCheckError
-        On a disagreement; it carries both assignments and objectives.
-    """
-    def fail(why: str):
-        raise CrossCheckError(
-            f"cross-check failed: {why} (solver {result.solver!r}: status {result.status}, "
-            f"objective {result.objective!r}; exact {exact.solver!r}: status {exact.status}, "
-            f"objective {exact.objective!r})",
-            solver_assignment=result.assignment, exact_assignment=exact.assignment,
-            solver_objective=result.objective, exact_objective=exact.objective)
-
-    done = dict(exact_seconds=float(exact.seconds), exact_solver=exact.solver)
-    for r, who in ((result, "solver"), (exact, "exact search")):
-        if r.assignment is not None:
-            ev = problem.evaluate(r.assignment)
-            if not ev.feasible:
-                fail(f"the {who}'s assignment is not feasible (cost {ev.cost!r}, "
-                     "memory over budget or a forbidden choice)")
-            if _rel_diff(ev.cost, r.objective) > rtol:
-                fail(f"the {who} reports objective {r.objective!r} but its assignment costs "
-                     f"{ev.cost!r}")
-    if exact.status == INFEASIBLE:
-        if result.assignment is not None:
-            fail("the exact search proved the problem infeasible, the solver found an "
-                 "assignment")
-        return CrossCheck("agreed", None, **done)
-    if exact.status != OPTIMAL:
-        return CrossCheck(f"not run: the exact search ended {exact.status} (not proved)",
-                          None if exact.assignment is None else float(exact.objective), **done)
-    x = float(exact.objective)
-    if result.status == INFEASIBLE or result.assignment is None:
-        if result.status == INFEASIBLE:
-            fail("the solver says infeasible, the exact search found an optimum")
-        return CrossCheck(f"bounded: the solver found no assignment ({result.status}); the "
-                          f"exact optimum is {x!r}", x, **done)
-    obj = float(result.objective)
-    if result.status == OPTIMAL:
-        if _rel_diff(obj, x) > rtol:
-            fail(f"the optima differ by {_rel_diff(obj, x):.3g} (relative), above {rtol:g}")
-        return CrossCheck("agreed", x, **done)
-    # solver feasible only: exact <= obj, and bound <= exact
-    if x > obj * (1 + rtol) + 1e-300:
-        fail("the exact optimum is worse than an assignment the solver found")
-    if math.isfinite(result.bound) and result.bound > x * (1 + rtol) + 1e-300:
-        fail(f"the solver's proved bound {result.bound!r} is above the exact optimum")
-    if _rel_diff(obj, x) <= rtol:
-        return CrossCheck("agreed", x, **done)
-    return CrossCheck(f"bounded: the solver's answer is {(obj / x - 1) * 100:.3g}% above the "
-                      f"exact optimum", x, **done)
 
 
 # ---------------------------------------------------------------------- memory diagnosis
@@ -743,26 +620,6 @@ def _describe(labels: Sequence[str]) -> str:
     return ", ".join(f"{s} x{k}" for s, k in sorted(uniq.items(), key=lambda t: -t[1]))
 
 
-def _checker_for(main: str) -> str | None:
-    if main != "dp":
-        return "dp"
-    avail = set(available_solvers())
-    return next((s for s in _MILP_ORDER if s in avail), None)
-
-
-def _run_check(problem: Problem, result: SolveResult, checker: str | None,
-               options: Mapping[str, Any]) -> tuple[CrossCheck, SolveResult | None]:
-    if checker is None:
-        return CrossCheck("not run: no MILP backend is installed to check the exact search "
-                          "(pip install highspy)"), None
-    try:
-        exact = solve_problem(problem, checker, **options)
-    except (ProblemTooLargeError, UnsupportedProblemError, SolverUnavailableError) as exc:
-        return CrossCheck(f"not run: {checker} cannot solve this instance ({exc})",
-                          exact_solver=checker), None
-    return cross_check_results(problem, result, exact), exact
-
-
 @dataclass(frozen=True)
 class _Built:
     built: Any                      # build.BuiltProblem (budget applied)
@@ -906,10 +763,9 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     result = solve_problem(problem, solver, **options)
     logger.info("%s on %s (%d devices): %r", model_name, cluster_name, topo.n_devices, result)
 
-    check = CrossCheck("not run: cross_check=False")
+    check = CrossCheck(NOT_RUN, "cross_check=False", solver_seconds=float(result.seconds))
     if cross_check:
-        check_opts = {"time_limit": time_limit} if time_limit is not None else {}
-        check, _ = _run_check(problem, result, _checker_for(result.solver), check_opts)
+        check, _ = run_cross_check(problem, result, time_limit=time_limit)
     what = f"{model_name} on {cluster_name} ({topo.n_devices} devices)"
     if result.status == INFEASIBLE:
         raise _infeasible_error(problem, result, what)
@@ -935,7 +791,7 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
             node=acc.heads[v]))
     comp, sync, xfer = (float(sum(p[i] for p in parts.values())) for i in range(3))
     step = float(ev.cost)
-    if _rel_diff(comp + sync + xfer, step) > 1e-6:
+    if abs(comp + sync + xfer - step) > 1e-6 * max(abs(step), 1e-300):
         logger.warning("%s: the per-layer split (%.6g s) does not add up to the problem's "
                        "objective (%.6g s)", what, comp + sync + xfer, step)
 

@@ -92,9 +92,11 @@ def test_cross_check_feasible_solver_is_bounded_not_agreed():
     feas = _result(p, worse, status="feasible", bound=exact.objective * 0.9)
     cc = cross_check_results(p, feas, exact)
     assert cc.verdict.startswith("bounded:")
-    # a "feasible" result that is in fact optimal agrees
+    # a "feasible" result that is in fact optimal is still only bounded: agreed means both
+    # proved the same optimum
     same = _result(p, exact.assignment, status="feasible")
-    assert cross_check_results(p, same, exact).verdict == "agreed"
+    cc = cross_check_results(p, same, exact)
+    assert cc.outcome == "bounded" and "equals the optimum" in cc.reason
     # a proved bound above the exact optimum is a disagreement
     lying_bound = _result(p, worse, status="feasible", bound=exact.objective * 1.005)
     with pytest.raises(CrossCheckError, match="bound"):

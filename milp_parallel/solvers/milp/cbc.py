@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import SolverError
-from ..base import Capabilities, Option, check_choice
+from ..base import Capabilities, Option
 from ..options import Deadline
 from .backend import MILP_OPTIONS, MilpBackend, NativeResult
 from .model import MilpModel, merge_duplicate_entries, objective_scale

@@ -187,7 +187,7 @@ def formulate(reduced: Reduced) -> MilpModel:
     n = reduced.problem.n_nodes
     x_start = np.full(n, -1, dtype=np.int64)
     pos = 0
-    costs, integer = [], []
+    costs = []
     free = reduced.free_nodes
     for v in free:
         k = reduced.configs[v].size
