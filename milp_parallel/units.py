@@ -26,7 +26,15 @@ from typing import Iterable
 from .errors import FormatError
 
 __all__ = ["parse_bytes", "parse_bandwidth", "parse_seconds", "parse_int_range",
+           "parse_memory_limit", "DEVICE_MEMORY", "NO_LIMIT",
            "format_bytes", "format_bandwidth", "format_seconds"]
+
+#: The ``memory_limit`` sentinel meaning "each device's memory" (the cluster's capacity).
+DEVICE_MEMORY = "device"
+#: The ``memory_limit`` sentinel meaning "no budget".
+NO_LIMIT = "none"
+
+_NO_LIMIT_WORDS = ("none", "unlimited", "inf", "off")
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
@@ -144,6 +152,83 @@ def parse_seconds(text: str | int | float) -> float:
         x = float(m.group(1)) * _TIME_UNITS[m.group(2)]
     if not math.isfinite(x) or x < 0:
         raise FormatError(f"a duration must be a finite number >= 0, got {text!r}")
+    return x
+
+
+def parse_memory_limit(value: str | int | float | None, *, device_bytes: float | None = None,
+                       default: str = DEVICE_MEMORY) -> float | None:
+    """The one reading of a ``memory_limit`` (API, command line, sweep files).
+
+    Parameters
+    ----------
+    value : str, number or None
+        ``"device"`` (:data:`DEVICE_MEMORY`): each device's memory; ``"none"``
+        (:data:`NO_LIMIT`, also ``"unlimited"``, ``"inf"``, ``math.inf``): no budget; a
+        size (``"12GiB"``, ``"16GB"``) or a number of bytes > 0; ``None``: ``default``.
+    device_bytes : float, optional
+        The device memory that ``"device"`` stands for. Without it (a Problem file has no
+        device), ``"device"`` is refused.
+    default : {"device", "none"}
+        What ``None`` means for the caller (``solve()``: the device memory; a Problem's
+        ``with_memory_limit``: no budget).
+
+    Returns
+    -------
+    float or None
+        The budget per device in bytes, or ``None`` for no budget.
+
+    Raises
+    ------
+    InvalidOptionError
+        For a size that does not parse, 0, a negative number, NaN, or ``"device"`` where no
+        device memory is known; the message lists what is accepted.
+
+    Examples
+    --------
+    >>> parse_memory_limit("16GiB")
+    17179869184.0
+    >>> parse_memory_limit("none") is None, parse_memory_limit(None, device_bytes=8e9)
+    (True, 8000000000.0)
+    >>> parse_memory_limit("device", device_bytes=16e9)
+    16000000000.0
+    """
+    from .errors import InvalidOptionError
+
+    accepted = ("a size such as '16GiB' or '12GB', a number of bytes > 0, 'device' (each "
+                "device's memory) or 'none' (no budget)")
+    if value is None:
+        value = default
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word == DEVICE_MEMORY:
+            if device_bytes is None:
+                raise InvalidOptionError(
+                    "memory_limit='device' needs a cluster to take the device memory from; "
+                    "a Problem has none: give a size such as '16GiB' or 'none'")
+            return float(device_bytes)
+        if word in _NO_LIMIT_WORDS:
+            return None
+        try:
+            x = float(parse_bytes(value))
+        except FormatError as exc:
+            raise InvalidOptionError(f"memory_limit={value!r}: {exc}; give {accepted}"
+                                     ) from None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0
+            and value.dtype.kind in "iuf"):
+        raise InvalidOptionError(f"memory_limit must be {accepted}; got {value!r:.60} "
+                                 f"({type(value).__name__})")
+    else:
+        try:
+            x = float(value)
+        except OverflowError:
+            raise InvalidOptionError(f"memory_limit={value!r:.30}... is beyond the float "
+                                     f"range; give {accepted}") from None
+    if math.isinf(x) and x > 0:
+        return None
+    if not x > 0 or not math.isfinite(x):
+        raise InvalidOptionError(f"memory_limit must be positive bytes, got {value!r}; give "
+                                 f"{accepted}")
     return x
 
 
