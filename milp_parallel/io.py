@@ -51,8 +51,8 @@ import numpy as np
 from .errors import FormatError
 
 __all__ = [
-    "NONFINITE", "encode", "decode", "read_bytes", "read_text", "read_json", "write_json",
-    "write_text", "read_document", "read_jsonl", "Fields", "describe_type",
+    "NONFINITE", "encode", "decode", "read_bytes", "read_text", "read_json", "loads", "dumps",
+    "write_json", "write_text", "read_document", "read_jsonl", "Fields", "describe_type",
     "MAX_INT_DIGITS",
 ]
 
