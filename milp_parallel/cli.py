@@ -23,23 +23,53 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from . import errors
 from ._fdio import c_stdout_to
-from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidAssignmentError,
-                     InvalidGraphError, InvalidProblemError, InvalidTopologyError,
-                     MilpParallelError, ProblemTooLargeError, SolverUnavailableError,
-                     UnknownNameError, UnsupportedProblemError)
+from .errors import FormatError, InvalidOptionError, MilpParallelError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "exit_code", "EXIT_CODES"]
 
 PROG = "milp-parallel"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 logger = logging.getLogger(__name__)
 
-#: Errors that mean the command was asked something it cannot do: exit 2.
-_USAGE_ERRORS = (UnknownNameError, FormatError, InvalidGraphError, InvalidTopologyError,
-                 InvalidProblemError, InvalidAssignmentError, UnsupportedProblemError,
-                 ProblemTooLargeError, SolverUnavailableError)
+#: Exit code of every package error, looked up along the error's class hierarchy (the most
+#: specific class wins): 2 for bad usage or a bad file, 1 for a run that failed.
+EXIT_CODES: dict[type, int] = {
+    errors.MilpParallelError: EXIT_FAILED,           # any other failure of the run
+    errors.InfeasibleError: EXIT_FAILED,
+    errors.CrossCheckError: EXIT_FAILED,
+    errors.SolverError: EXIT_FAILED,
+    errors.MissingDependencyError: EXIT_FAILED,      # install the extra it names
+    errors.UnknownNameError: EXIT_USAGE,
+    errors.FormatError: EXIT_USAGE,
+    errors.InvalidGraphError: EXIT_USAGE,
+    errors.InvalidTopologyError: EXIT_USAGE,
+    errors.InvalidProblemError: EXIT_USAGE,
+    errors.InvalidAssignmentError: EXIT_USAGE,
+    errors.InvalidOptionError: EXIT_USAGE,
+    errors.UnsupportedProblemError: EXIT_USAGE,
+    errors.ProblemTooLargeError: EXIT_USAGE,
+    errors.SolverUnavailableError: EXIT_USAGE,       # a solver whose package is missing
+}
+
+#: The words the one-line message starts with, for the errors that need them.
+_PREFIX = {errors.InfeasibleError: "infeasible: ", errors.CrossCheckError: ""}
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of ``milp-parallel`` for an error (see :data:`EXIT_CODES`).
+
+    Examples
+    --------
+    >>> exit_code(errors.FormatError("x")), exit_code(errors.InfeasibleError("x"))
+    (2, 1)
+    """
+    for cls in type(exc).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return EXIT_FAILED
 
 
 class _UsageError(Exception):
@@ -71,32 +101,69 @@ exit codes: 0 ok; 1 infeasible, failed cross-check or failed run; 2 bad usage.
 """
 
 
-def _memory(text: str) -> float:
-    from .units import parse_bytes
-    if text.strip().lower() in ("none", "unlimited", "inf"):
-        return math.inf
+def _memory(text: str) -> str:
+    """A ``--memory-limit`` value, checked now (exit 2), read later by the command."""
+    from .units import parse_memory_limit
     try:
-        return float(parse_bytes(text))
-    except FormatError as exc:
+        parse_memory_limit(text, device_bytes=1.0)
+    except InvalidOptionError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str) -> float | None:
+    """A ``--time-limit``: a duration (``60``, ``2min``) > 0; ``inf`` or ``none``: no limit."""
+    from .solvers.options import validate_time_limit
     from .units import parse_seconds
+    if text.strip().lower() in ("none", "inf", "unlimited"):
+        return None
     try:
-        return parse_seconds(text)
-    except FormatError as exc:
+        return validate_time_limit(parse_seconds(text))
+    except (FormatError, InvalidOptionError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    return v
+
+
+def _count(text: str) -> float:
+    """A positive whole number given as a number (ParaDL writes ``1024`` or ``1e3``)."""
+    v = _positive_float(text)
+    if v != int(v):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return v
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    """``LAYER=CONFIG`` (split at the first ``=``; ``CONFIG`` may hold ``=`` and spaces)."""
+    layer, sep, config = text.partition("=")
+    if not sep or not layer.strip() or not config.strip():
+        raise argparse.ArgumentTypeError(f"expected LAYER=CONFIG such as 'conv1=n=2 h=2' or "
+                                         f"'fc6=serial', got {text!r}")
+    return layer.strip(), config.strip()
 
 
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
+        if len(text.strip().lstrip("+")) > 18:
+            raise ValueError
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
+
+
+def _count_or_zero(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
 
 
 def _int_range(text: str) -> tuple[int, ...]:
@@ -148,12 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver", default="auto", metavar="S",
                    help="auto (default), dp, highs, cbc, cpsat or brute")
     p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
-                   help="budget per device, e.g. 16GiB, 12GB, 'none' (default: the device "
-                        "memory)")
+                   help="budget per device, e.g. 16GiB, 12GB, 'device' (the default: each "
+                        "device's memory) or 'none' (no budget)")
     p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
-                   help="solver time limit, e.g. 60 or 2min")
+                   help="solver time limit, e.g. 60 or 2min (> 0)")
     p.add_argument("--no-cross-check", dest="cross_check", action="store_false",
                    help="skip the independent exact check")
+    p.add_argument("--fix", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="pin a layer's configuration, e.g. 'features.0=n=4' (repeatable)")
+    p.add_argument("--forbid", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="forbid a layer's configuration, e.g. 'fc6=serial' (repeatable)")
+    p.add_argument("--explain", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="after the plan, show what forcing LAYER to CONFIG would cost: the "
+                        "step time split and the layers that change (repeatable)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON only")
     p.add_argument("--save", metavar="FILE", help="also write the plan JSON to FILE")
     p.add_argument("--plot", metavar="FILE", help="draw the plan (PNG, or SVG by suffix)")
@@ -180,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32",
                    choices=["float32", "float16", "bfloat16", "float64"])
     p.add_argument("--repeats", type=_positive_int, default=5, help="timed runs per tile")
-    p.add_argument("--warmup", type=int, default=2, help="untimed runs per tile")
+    p.add_argument("--warmup", type=_count_or_zero, default=2, help="untimed runs per tile")
     p.add_argument("--threads", type=_positive_int,
                    help="torch CPU threads while timing (1 = steadiest)")
     p.set_defaults(func=_cmd_profile)
@@ -197,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--solver", default="auto", metavar="S",
                    help="auto (default), dp, highs, cbc, cpsat or brute")
-    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS")
+    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
+                   help="solver time limit, e.g. 60 or 2min (> 0)")
     p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
                    help="replace the file's budget (a number or size; 'none' drops it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON only")
@@ -228,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated strategies (default: data)")
     p.add_argument("--devices", type=_int_range, default=None, metavar="RANGE",
                    help="device counts: 4..1024 (doubling), 1,2,4, 1..16:+1 (default 1..64)")
-    p.add_argument("--batch-per-device", type=float, default=32.0, metavar="B",
+    p.add_argument("--batch-per-device", type=_positive_float, default=32.0, metavar="B",
                    help="samples per data-parallel replica (default 32)")
     p.add_argument("--dataset-size", type=_positive_int, metavar="N",
                    help="samples per epoch (default: the table's; 1281167 for zoo models)")
@@ -247,9 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-goal", dest="goal", type=int, default=1, help="ParaDL goal (only 1)")
     g.add_argument("--paratype", nargs="+", metavar="CODES",
                    help="ParaDL strategy codes: a, o, d, s, f, c, df, ds")
-    g.add_argument("--cmaxp", type=float, metavar="N", help="maximum devices")
-    g.add_argument("--cmaxB", type=float, metavar="N", help="maximum global batch")
-    g.add_argument("--cBon", type=float, metavar="N", help="batch per device (replica)")
+    g.add_argument("--cmaxp", type=_count, metavar="N", help="maximum devices")
+    g.add_argument("--cmaxB", type=_count, metavar="N", help="maximum global batch")
+    g.add_argument("--cBon", type=_positive_float, metavar="N",
+                   help="batch per device (replica)")
     g.add_argument("--lc", metavar="MASK", help="layer mask (.lc)")
     p.set_defaults(func=_cmd_oracle)
 
@@ -354,11 +430,16 @@ def _quiet_stdout():
 # ---------------------------------------------------------------------- commands
 def _cmd_solve(args) -> int:
     from .plan import solve
+    forbid: dict[str, list[str]] = {}
+    for layer, config in args.forbid or ():
+        forbid.setdefault(layer, []).append(config)
     with _quiet_stdout():
         plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
                      solver=args.solver, memory_limit=args.memory_limit,
                      time_limit=args.time_limit, cross_check=args.cross_check,
-                     profile=args.profile)
+                     profile=args.profile, fixed=dict(args.fix or ()) or None,
+                     forbid=forbid or None)
+        explanations = [plan.explain(layer, config) for layer, config in args.explain or ()]
     if args.save:
         plan.save(args.save)
     if args.plot:
@@ -366,10 +447,27 @@ def _cmd_solve(args) -> int:
         path = plot_plan(plan, args.plot)
         logger.info("plan drawn in %s", path)
     if args.json:
-        _out(plan.to_json())
+        if explanations:
+            from .io import dumps
+            doc = plan.to_dict()
+            doc["explanations"] = [_explanation_dict(e) for e in explanations]
+            _out(dumps(doc, indent=2))
+        else:
+            _out(plan.to_json())
     else:
         _out(str(plan))
+        if explanations:
+            _out("\nexplanations (forcing one layer, re-solved):")
+            for e in explanations:
+                _out(str(e))
     return EXIT_OK
+
+
+def _explanation_dict(e) -> dict:
+    from dataclasses import asdict, fields
+    d = {f.name: getattr(e, f.name) for f in fields(e) if f.name not in ("plan", "changes")}
+    d["changes"] = [asdict(ch) for ch in e.changes]
+    return d
 
 
 def _cmd_profile(args) -> int:
@@ -391,12 +489,13 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_problem(args) -> int:
+    from .problem import load_problem
     from .solvers import solve_problem
-    from .sweep import load_problem_file
-    problem = load_problem_file(args.file)
+    from .units import NO_LIMIT, parse_memory_limit
+    problem = load_problem(args.file)
     if args.memory_limit is not None:
-        problem = problem.with_memory_limit(None if math.isinf(args.memory_limit)
-                                            else args.memory_limit)
+        problem = problem.with_memory_limit(parse_memory_limit(args.memory_limit,
+                                                               default=NO_LIMIT))
     opts = {} if args.time_limit is None else {"time_limit": args.time_limit}
     with _quiet_stdout():
         res = solve_problem(problem, args.solver, **opts)
@@ -583,10 +682,9 @@ def _cmd_sweep(args) -> int:
 
 def _cmd_report(args) -> int:
     from .report import plot_plan, write_report
+    from .io import read_text
     path = Path(args.file)
-    if not path.exists():
-        raise FormatError(f"{path}: no such file")
-    head = path.read_text(encoding="utf-8", errors="replace").lstrip()[:4096]
+    head = read_text(path, what="results file or plan").lstrip()[:4096]
     if head.startswith("{") and '"milp_parallel.plan"' in head and "\n{" not in head:
         from .plan import Plan
         plan = Plan.load(path)
@@ -684,14 +782,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except _UsageError as exc:
         return fail(EXIT_USAGE, f"{exc} (see {PROG} {args.command} --help)")
-    except InfeasibleError as exc:
-        return fail(EXIT_FAILED, f"infeasible: {exc}")
-    except CrossCheckError as exc:
-        return fail(EXIT_FAILED, f"cross-check failed: {exc}")
-    except _USAGE_ERRORS as exc:
-        return fail(EXIT_USAGE, str(exc))
     except MilpParallelError as exc:
-        return fail(EXIT_FAILED, str(exc))
+        prefix = next((_PREFIX[c] for c in type(exc).__mro__ if c in _PREFIX), "")
+        return fail(exit_code(exc), f"{prefix}{exc}")
     except ImportError as exc:
         return fail(EXIT_FAILED, str(exc))
     except KeyboardInterrupt:
