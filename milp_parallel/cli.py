@@ -383,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
     p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
     p.add_argument("--out", default="benchmarks", metavar="DIR",
-                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks)")
+                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
+                        "needs a source checkout")
     p.set_defaults(func=_cmd_reproduce)
     return parser
 
@@ -481,11 +482,15 @@ def _cmd_profile(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from .reproduce import ReproduceConfig, reproduce
-    config = ReproduceConfig.quick() if args.quick else ReproduceConfig.full()
-    res = reproduce(args.out, config)
-    _out(f"wrote {res['report']} and {len(res['plots'])} plots in {res['seconds']:.0f} s")
-    return EXIT_OK
+    from ._checkout import benchmarks_dir, load_benchmark
+    if benchmarks_dir() is None:
+        raise _UsageError("reproduce runs the benchmarks of a source checkout "
+                          "(benchmarks/reproduce.py), which an installed package does not "
+                          "have: clone the repository and run 'python benchmarks/reproduce.py "
+                          "--quick' (or this command) from its root")
+    script = load_benchmark("reproduce")
+    argv = (["--quick"] if args.quick else []) + ["--out", str(args.out)]
+    return int(script.main(argv))
 
 
 def _cmd_problem(args) -> int:

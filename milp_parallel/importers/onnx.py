@@ -140,7 +140,13 @@ def from_onnx(model: Any, *, batch_size: int | None = None,
                                    or isinstance(batch_size, bool) or batch_size < 1):
         raise FormatError(f"from_onnx(batch_size={batch_size!r}): expected a positive int")
     proto = _load(onnx, model)
-    return _Importer(onnx, proto, batch_size, unknown).build()
+    if not len(proto.graph.node) and not len(proto.graph.input):
+        raise FormatError(f"{_describe(model)}: the ONNX model has no graph (no inputs and no "
+                          "nodes): an empty file, or not an ONNX model?")
+    graph = _Importer(onnx, proto, batch_size, unknown).build()
+    if len(graph) == 0 or len(graph.layers) == len(graph.input_names) == 0:
+        raise FormatError(f"{_describe(model)}: the ONNX model has no layers to import")
+    return graph
 
 
 def _load(onnx: Any, model: Any) -> Any:
