@@ -80,6 +80,3 @@ def __getattr__(name: str) -> Any:
                   DeprecationWarning, stacklevel=2)
     return value
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_MOVED))

@@ -13,9 +13,15 @@ import warnings
 from typing import Any
 
 
+#: The names this module had.
+_NAMES = ("ReproduceConfig", "reproduce", "run_strategies", "run_search", "bytes_moved",
+          "render_markdown", "write_plots", "load_published", "find_oracle_report",
+          "STRATEGIES", "SECTION_TITLES")
+
+
 def __getattr__(name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
+    if name not in _NAMES:
+        raise AttributeError(f"module 'milp_parallel.reproduce' has no attribute {name!r}")
     from ._checkout import load_benchmark
     module = load_benchmark("reproduction")
     warnings.warn("milp_parallel.reproduce moved to benchmarks/reproduction.py (run "

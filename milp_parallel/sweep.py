@@ -709,20 +709,24 @@ def read_results(path: str | Path) -> dict[str, dict]:
     Raises
     ------
     FormatError
-        If the path exists but cannot be read as text (a directory, a binary file).
+        If the path exists but cannot be read as text (a directory, a binary file), or no
+        line of a non-empty file is a result record.
     """
     from .io import read_jsonl
     path = Path(path)
     out: dict[str, dict] = {}
     if not path.exists():
         return out
-    bad: list[int] = []
+    bad: list[str] = []
     for rec in read_jsonl(path, what="results file (JSON lines)",
-                          on_bad_line=lambda lineno, _: bad.append(lineno)):
+                          on_bad_line=lambda lineno, why: bad.append(why)):
         if isinstance(rec, dict) and isinstance(rec.get("id"), str):
             out[rec["id"]] = rec
         else:
-            bad.append(0)
+            bad.append(f"{path}: a line is not a result record (an object with an 'id')")
+    if bad and not out:
+        raise FormatError(f"{path}: not a results file: no line is a result record ({bad[0]}); "
+                          "give another file")
     if bad:
         logger.warning("%s: skipped %d unreadable line(s)", path, len(bad))
     return out
