@@ -753,12 +753,24 @@ def _cmd_clusters(args) -> int:
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     root = logging.getLogger()
-    if not any(getattr(h, "_milp_parallel", False) for h in root.handlers):
-        h = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        h = _StderrHandler()
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        h._milp_parallel = True  # type: ignore[attr-defined]
         root.addHandler(h)
     root.setLevel(level)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Logs to whatever ``sys.stderr`` is at the time (``main`` may run many times in one
+    process, each with its own stderr)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -427,8 +427,23 @@ class Problem:
         return Evaluation(cost=cost, node_cost=node, edge_cost=edge, peak_memory=peak,
                           peak_time=peak_t, feasible=feasible)
 
-    def with_memory_limit(self, memory_limit: float | Sequence[float] | None) -> "Problem":
-        """A copy of this problem with another memory budget (``None`` removes it)."""
+    def with_memory_limit(self, memory_limit: float | str | Sequence[float] | None
+                          ) -> "Problem":
+        """A copy of this problem with another memory budget.
+
+        ``None`` or ``"none"`` removes it; a number, a size such as ``"16GiB"`` (read by
+        :func:`~milp_parallel.units.parse_memory_limit`) or one number per device sets it.
+
+        Raises
+        ------
+        InvalidOptionError
+            For a size that does not parse, or ``"device"`` (a Problem has no device).
+        InvalidProblemError
+            For a negative budget or one of the wrong length.
+        """
+        if isinstance(memory_limit, str):
+            from .units import NO_LIMIT, parse_memory_limit
+            memory_limit = parse_memory_limit(memory_limit, default=NO_LIMIT)
         return Problem(self._node_costs, self._edges, self._edge_costs, memory=self._memory,
                        memory_limit=memory_limit, intervals=self._intervals,
                        node_names=self._node_names, config_labels=self._config_labels)
@@ -632,6 +647,9 @@ class Problem:
             if not (0 <= u < n and 0 <= v < n):
                 raise FormatError(f"{source}: edge {i} ({u}, {v}) names a node out of range "
                                   f"(the problem has {n} nodes)")
+            if u == v:
+                raise FormatError(f"{source}: edge {i} ({u}, {v}) is a self-loop; an edge joins "
+                                  "two different nodes")
             ku, kv = costs[u].size, costs[v].size
             tab = f.numbers(c, f"problem.edges.costs[{i}] (edge {i})", allow_inf=False)
             if tab.size != ku * kv:
