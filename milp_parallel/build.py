@@ -29,8 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .configs import (ConfigOptions, SizeLimits, check_device_count, config_labels,
-                      enumerate_configs)
+from .configs import ConfigOptions, SizeLimits, check_device_count, config_labels, enumerate_configs
 from .costs import CostModel
 from .errors import InvalidOptionError, InvalidTopologyError, UnknownOptionError
 from .problem import Problem

@@ -17,7 +17,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -686,8 +685,8 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import plot_plan, write_report
     from .io import read_text
+    from .report import plot_plan, write_report
     path = Path(args.file)
     head = read_text(path, what="results file or plan").lstrip()[:4096]
     if head.startswith("{") and '"milp_parallel.plan"' in head and "\n{" not in head:
@@ -741,7 +740,8 @@ def _cmd_clusters(args) -> int:
     _out(f"{'cluster':10s} {'devices':>7}  {'device':16s} {'memory':>8} {'TFLOP/s':>8}  links "
          "(innermost first)")
     for r in rows:
-        links = ", ".join(f"{lv['fanout']} x {lv['name']} {format_bandwidth(lv['bandwidth_bytes_per_s'])}"
+        links = ", ".join(f"{lv['fanout']} x {lv['name']} "
+                          f"{format_bandwidth(lv['bandwidth_bytes_per_s'])}"
                           for lv in r["levels"])
         _out(f"{r['name']:10s} {r['devices']:>7}  {r['device']:16s} "
              f"{format_bytes(r['memory_bytes'], binary=False):>8} "

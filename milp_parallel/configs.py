@@ -26,9 +26,7 @@ time.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Mapping
@@ -307,10 +305,10 @@ class SizeLimits:
     --------
     >>> SizeLimits().max_devices
     4096
-    >>> SizeLimits(max_devices=0)
+    >>> SizeLimits(max_devices=0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    milp_parallel.errors.InvalidOptionError: SizeLimits.max_devices must be a positive integer, got 0
+    milp_parallel.errors.InvalidOptionError: SizeLimits.max_devices must be a positive ...
     """
 
     max_devices: int = 4096
@@ -362,10 +360,11 @@ def check_device_count(n_devices: int, options: ConfigOptions | None = None, *,
     Examples
     --------
     >>> check_device_count(8)
-    >>> check_device_count(3)
-    Traceback (most recent call last):
-    ...
-    milp_parallel.errors.InvalidTopologyError: the cluster has 3 devices, but with power-of-two degrees (the default configuration space) a plan can only use 1, 2, 4, 8, ... devices: 3 would be planned on at most 2 of them; use 2 or 4 devices, or allow any divisor with config_options={'power_of_two': False}
+    >>> try:
+    ...     check_device_count(3)
+    ... except InvalidTopologyError as exc:
+    ...     print(str(exc)[-84:])
+    use 2 or 4 devices, or allow any divisor with config_options={'power_of_two': False}
     """
     opt = options or ConfigOptions()
     n = int(n_devices)

@@ -17,7 +17,7 @@ import logging
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from ._optional import require
 from .errors import FormatError

@@ -12,7 +12,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-
 #: The names this module had.
 _NAMES = ("ReproduceConfig", "reproduce", "run_strategies", "run_search", "bytes_moved",
           "render_markdown", "write_plots", "load_published", "find_oracle_report",

@@ -69,13 +69,18 @@ import sys
 import threading
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from .errors import (FormatError, InfeasibleError, InvalidOptionError, MilpParallelError,
-                     UnknownNameError)
+from .errors import (
+    FormatError,
+    InfeasibleError,
+    InvalidOptionError,
+    MilpParallelError,
+    UnknownNameError,
+)
 from .isolation import FAILED, TIMEOUT, function_ref, run_isolated
 from .solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN
 from .units import DEVICE_MEMORY, NO_LIMIT, parse_int_range, parse_memory_limit, parse_seconds

@@ -210,9 +210,9 @@ def parse_memory_limit(value: str | int | float | None, *, device_bytes: float |
             return None
         try:
             x = float(parse_bytes(value))
-        except FormatError as exc:
-            raise InvalidOptionError(f"memory_limit={value!r}: {exc}; give {accepted}"
-                                     ) from None
+        except FormatError:
+            raise InvalidOptionError(f"memory_limit={value!r:.40} is not a size; give "
+                                     f"{accepted}") from None
     elif isinstance(value, bool) or not isinstance(value, (int, float)) and not (
             hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0
             and value.dtype.kind in "iuf"):

@@ -266,7 +266,6 @@ def _read_onnx(p: Path):
 def _onnx_bytes() -> bytes:
     """A small valid ONNX model (conv, relu, pool, flatten, gemm)."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
     w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "w")
     fc = numpy_helper.from_array(np.zeros((10, 4 * 4 * 4), np.float32), "fc")

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import EXAMPLE, PARADL, TARGETS, path_cases, run_target
 from milp_parallel import errors
 from milp_parallel.cli import EXIT_CODES, exit_code, main
+
+from fuzzing import EXAMPLE, PARADL, TARGETS, path_cases, run_target
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -157,9 +158,11 @@ def test_cli_catalogue_exit_codes(argv, code, tmp_path):
     assert _check_cli(argv) == code
 
 
-def test_every_error_type_has_an_exit_code():
+def test_every_error_type_has_an_exit_code_and_a_catalogue_entry():
+    from fuzzing import ROOT
+    catalogue = (ROOT / "docs" / "errors.md").read_text()
     for name in errors.__all__:
         cls = getattr(errors, name)
         assert any(c in EXIT_CODES for c in cls.__mro__), name
-        assert exit_code(cls("x") if name not in ("InfeasibleError", "CrossCheckError")
-                         else cls("x")) in (1, 2)
+        assert exit_code(cls("x")) in (1, 2)
+        assert f"### `{name}`" in catalogue, name

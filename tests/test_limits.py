@@ -11,8 +11,12 @@ import pytest
 from milp_parallel import clusters, models, solve
 from milp_parallel.build import build, build_problem
 from milp_parallel.configs import ConfigOptions, SizeLimits, enumerate_configs
-from milp_parallel.errors import (InvalidOptionError, InvalidTopologyError,
-                                  ProblemTooLargeError, UnknownOptionError)
+from milp_parallel.errors import (
+    InvalidOptionError,
+    InvalidTopologyError,
+    ProblemTooLargeError,
+    UnknownOptionError,
+)
 from milp_parallel.graph import LayerGraph
 from milp_parallel.units import parse_memory_limit
 

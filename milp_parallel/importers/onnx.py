@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FormatError, InvalidGraphError, MilpParallelError
 from .._optional import require
+from ..errors import FormatError, InvalidGraphError, MilpParallelError
 from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover
