@@ -192,6 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    for add in (_add_solve, _add_profile, _add_problem, _add_oracle, _add_sweep, _add_report,
+                _add_listings, _add_reproduce):
+        add(sub, common, fmt)
+    return parser
+
+
+def _add_solve(sub, common, fmt) -> None:
+    """``solve``: a model on a cluster."""
     p = sub.add_parser("solve", parents=[common], formatter_class=fmt,
                        help="find the best layer-wise plan for a model on a cluster",
                        description="Solve for the fastest per-layer parallelization and print "
@@ -235,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "FLOP estimates")
     p.set_defaults(func=_cmd_solve)
 
+
+def _add_profile(sub, common, fmt) -> None:
+    """``profile``: time layer tiles with torch."""
     p = sub.add_parser("profile", parents=[common], formatter_class=fmt,
                        help="time each layer's tiles with torch; write a profile table (JSON)",
                        epilog="examples:\n"
@@ -258,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch CPU threads while timing (1 = steadiest)")
     p.set_defaults(func=_cmd_profile)
 
+
+def _add_problem(sub, common, fmt) -> None:
+    """``problem``: a Problem file."""
     p = sub.add_parser("problem", parents=[common], formatter_class=fmt,
                        help="solve a Problem file (our JSON or IOPDDL .json/.json.gz)",
                        description="Solve a min-sum labelling Problem file; the format (ours "
@@ -277,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON only")
     p.set_defaults(func=_cmd_problem)
 
+
+def _add_oracle(sub, common, fmt) -> None:
+    """``oracle``: ParaDL's analytical model."""
     p = sub.add_parser("oracle", parents=[common], formatter_class=fmt,
                        help="ParaDL's analytical projection of uniform strategies",
                        description="Project time per epoch (compute + communication) and "
@@ -328,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lc", metavar="MASK", help="layer mask (.lc)")
     p.set_defaults(func=_cmd_oracle)
 
+
+def _add_sweep(sub, common, fmt) -> None:
+    """``sweep``: a TOML grid of runs."""
     p = sub.add_parser("sweep", parents=[common], formatter_class=fmt,
                        help="run a TOML grid of solves in parallel, results as JSON lines",
                        description="Run every item of a sweep file not already in the "
@@ -356,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the items and exit")
     p.set_defaults(func=_cmd_sweep)
 
+
+def _add_report(sub, common, fmt) -> None:
+    """``report``: tables and plots."""
     p = sub.add_parser("report", parents=[common], formatter_class=fmt,
                        help="tables and plots from a sweep's results (or a saved plan)",
                        description="Write summary.md, summary.csv and plots from a results "
@@ -371,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tables only (no matplotlib needed)")
     p.set_defaults(func=_cmd_report)
 
+
+def _add_listings(sub, common, fmt) -> None:
+    """``models`` and ``clusters``: what is available."""
     p = sub.add_parser("models", parents=[common], help="list the model zoo with sizes")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_models)
@@ -378,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_clusters)
 
+
+def _add_reproduce(sub, common, fmt) -> None:
+    """``reproduce``: the papers' results."""
     p = sub.add_parser("reproduce", parents=[common],
                        help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
     p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
@@ -385,7 +414,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
                         "needs a source checkout")
     p.set_defaults(func=_cmd_reproduce)
-    return parser
 
 
 def _version() -> str:
