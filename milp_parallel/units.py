@@ -78,8 +78,12 @@ def parse_bytes(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise FormatError(f"expected a size, got {text!r}")
     if isinstance(text, (int, float)):
-        if not math.isfinite(text) or text < 0:
-            raise FormatError(f"a size must be a finite number >= 0, got {text!r}")
+        try:
+            ok = math.isfinite(text) and text >= 0
+        except OverflowError:      # an int beyond the float range
+            ok = False
+        if not ok:
+            raise FormatError(f"a size must be a finite number >= 0, got {text!r:.40}")
         return int(text)
     m = _SIZE_RE.match(str(text))
     if not m:
@@ -89,7 +93,10 @@ def parse_bytes(text: str | int | float) -> int:
     if unit == "b":
         raise FormatError(f"cannot read {text!r} as a size: a lower-case b means bits; write "
                           "bytes, e.g. 16GB or 16GiB")
-    return int(float(value) * _SIZE_PREFIX[prefix.lower()])
+    x = float(value) * _SIZE_PREFIX[prefix.lower()]
+    if not math.isfinite(x):
+        raise FormatError(f"a size must be a finite number of bytes, got {text!r:.40}")
+    return int(x)
 
 
 def parse_bandwidth(text: str | int | float) -> float:
@@ -232,6 +239,9 @@ def parse_memory_limit(value: str | int | float | None, *, device_bytes: float |
     return x
 
 
+#: The most values one range string may name.
+_MAX_RANGE_VALUES = 4096
+
 _RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*([+*])\s*(\d+))?\s*$")
 
 
@@ -297,6 +307,9 @@ def parse_int_range(text: str | int | Iterable[int]) -> tuple[int, ...]:
             x = lo
             while x <= hi:
                 values.append(x)
+                if len(values) > _MAX_RANGE_VALUES:
+                    raise FormatError(f"{text!r:.60} names more than {_MAX_RANGE_VALUES} "
+                                      "values; use a larger step or fewer ranges")
                 x = x + step_n if op == "+" else x * step_n
     for v in values:
         if v < 1:
