@@ -3,12 +3,14 @@
 Runs the targets of ``tests/fuzzing.py`` (one per reader: our problem JSON, IOPDDL, layer
 graphs, topologies, plans, sweep results, sweep TOML, ParaDL tables / platforms / masks,
 ONNX) with hypothesis, ``--examples`` inputs each (random, not the CI's fixed seed), and
-prints one row per target: inputs tried, how many gave a typed error, seconds, and the first
-input that raised anything else (with its traceback's last line).
+prints one row per target: inputs tried, how many gave a typed error (or a non-zero exit for
+``cli``: command lines drawn from bad values and paths), seconds, and the first input that
+raised anything else, with where.
 
     python benchmarks/fuzz_readers.py                      # every target, 2000 inputs each
     python benchmarks/fuzz_readers.py --target iopddl --examples 20000
     python benchmarks/fuzz_readers.py --profile            # also ProfileTable.load
+    python benchmarks/fuzz_readers.py --target cli         # command lines (in-process)
 
 ``--profile`` adds ``ProfileTable.load`` (profile.py), which does not go through the one I/O
 layer yet (see ``milp_parallel/io.py``): it is expected to report failures until it does.
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
-from fuzzing import TARGETS, Target, json_files, run_target  # noqa: E402
+from fuzzing import TARGETS, Target, check_cli, cli_arguments, json_files, path_cases, run_target  # noqa: E402
 
 
 def _profile_target() -> Target:
@@ -44,6 +46,23 @@ def _profile_target() -> Target:
         return ProfileTable.load(p)
 
     return Target("profile", lambda: json_files(doc), read)
+
+
+def fuzz_cli(examples: int) -> dict:
+    """Command lines: exit 0, 1 or 2 with one error line, never an internal error."""
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="milp_parallel_fuzz_cli_"))
+    files = [str(p) for p in path_cases(tmp)] + [str(ROOT / "data" / "iopddl_example.json")]
+    seen = {"n": 0, "typed": 0, "failure": None}
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(cli_arguments(files))
+    def one(argv):
+        seen["n"] += 1
+        seen["typed"] += check_cli(argv) != 0
+
+    return _run(one, seen)
 
 
 def fuzz(target: Target, examples: int) -> dict:
@@ -59,6 +78,10 @@ def fuzz(target: Target, examples: int) -> dict:
         if run_target(target, content, suffix) is None:
             seen["typed"] += 1
 
+    return _run(one, seen)
+
+
+def _run(one, seen: dict) -> dict:
     t0 = time.perf_counter()
     try:
         one()
@@ -83,7 +106,7 @@ def _atheris(target: Target) -> None:  # pragma: no cover - manual use
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", action="append", choices=sorted(TARGETS) + ["profile"],
+    ap.add_argument("--target", action="append", choices=sorted(TARGETS) + ["profile", "cli"],
                     help="fuzz only these readers (repeatable; default: all)")
     ap.add_argument("--examples", type=int, default=2000, help="inputs per target")
     ap.add_argument("--profile", action="store_true", help="also fuzz ProfileTable.load")
@@ -96,11 +119,11 @@ def main(argv=None) -> int:
     if args.atheris:
         _atheris(targets[args.atheris])
         return 0
-    names = args.target or sorted(targets)
+    names = args.target or sorted(targets) + ["cli"]
     print(f"{'target':16s} {'inputs':>7s} {'typed':>7s} {'seconds':>8s}  first failure")
     failed = 0
     for name in names:
-        r = fuzz(targets[name], args.examples)
+        r = fuzz_cli(args.examples) if name == "cli" else fuzz(targets[name], args.examples)
         failed += r["failure"] is not None
         print(f"{name:16s} {r['n']:>7d} {r['typed']:>7d} {r['seconds']:>8.1f}  "
               f"{r['failure'] or '-'}", flush=True)

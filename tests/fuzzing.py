@@ -16,7 +16,6 @@ import copy
 import gzip
 import json
 import math
-import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,6 +342,68 @@ TARGETS = {
 }
 
 
+#: Values given to command-line options: bad, huge, non-finite, sentinels, ranges.
+CLI_VALUES = st.sampled_from(["0", "-1", "1", "2", "4", "3", "1.5", "nan", "inf", "1e400",
+                              "abc", "", "9" * 40, "none", "device", "16GiB", "2min", "1..4",
+                              "8..1", "1.." + "9" * 30 + ":+1"])
+
+
+@st.composite
+def cli_arguments(draw, files: list[str]) -> list[str]:
+    """An argv for ``milp-parallel``: a command with options drawn from bad values and
+    ``files`` (paths that are not documents, and valid ones)."""
+    f = draw(st.sampled_from(files))
+    vals = [draw(CLI_VALUES) for _ in range(3)]
+    cmd = draw(st.sampled_from(["solve", "problem", "oracle", "paradl", "sweep", "report"]))
+    if cmd == "solve":
+        opts = draw(st.lists(st.sampled_from(["--devices", "--batch-size", "--memory-limit",
+                                              "--time-limit", "--explain", "--fix",
+                                              "--forbid"]), min_size=1, max_size=3))
+        argv = ["solve", draw(st.sampled_from(["lenet5", f])), "--cluster",
+                draw(st.sampled_from(["optcnn", "abci", f])), "--no-cross-check", "--solver",
+                draw(st.sampled_from(["dp", "brute", "nosuch"]))]
+        for opt, v in zip(opts, vals):
+            if opt in ("--explain", "--fix", "--forbid"):
+                v = draw(st.sampled_from(["conv1=n=2", "conv1=serial", "fc1=c=2", "x=y", "=",
+                                          v]))
+            argv += [opt, v]
+        return argv
+    if cmd == "problem":
+        return ["problem", f, "--solver", draw(st.sampled_from(["brute", "dp", "highs"])),
+                "--memory-limit", vals[0], "--time-limit", vals[1]]
+    if cmd == "oracle":
+        return ["oracle", draw(st.sampled_from(["lenet5", f])), "--cluster",
+                draw(st.sampled_from(["abci", "optcnn", f])), "--devices", vals[0],
+                "--batch-per-device", vals[1], "--strategy",
+                draw(st.sampled_from(["data", "filter", "nosuch", "", "data,spatial"]))]
+    if cmd == "paradl":
+        return ["oracle", "--paradl", "-net",
+                draw(st.sampled_from([f, str(PARADL / "ALEXNET_ImageNet.net")])), "-plat",
+                draw(st.sampled_from([f, str(PARADL / "ABCI.plat")])), "--paratype",
+                draw(st.sampled_from(["d", "f", "zz", "df"])), "--cmaxp", vals[0],
+                "--cmaxB", vals[1], "--cBon", vals[2]]
+    if cmd == "sweep":
+        return ["sweep", f, "--list"]
+    return ["report", f, "--out", f + ".out", "--no-plots"]
+
+
+def check_cli(argv: list[str]) -> int:
+    """Run ``milp-parallel argv`` in this process; assert the contract, return the code."""
+    import contextlib
+    import io
+
+    from milp_parallel.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    text = err.getvalue()
+    assert code in (0, 1, 2), (argv, code, text)
+    assert "internal error" not in text and "Traceback" not in text, (argv, text)
+    if code != 0:
+        assert text.strip().splitlines()[-1].startswith("milp-parallel: error:"), (argv, text)
+    return code
+
+
 def path_cases(tmp: Path) -> list[Path]:
     """Paths that are not files of the right kind: missing, a directory, empty, binary."""
     (tmp / "dir.json").mkdir(exist_ok=True)
@@ -356,5 +417,5 @@ def path_cases(tmp: Path) -> list[Path]:
 
 
 __all__ = ["TARGETS", "Target", "run_target", "path_cases", "damaged_documents",
-           "damaged_bytes", "json_files", "text_files", "JSON_VALUES", "NASTY_SCALARS",
-           "os"]
+           "damaged_bytes", "json_files", "text_files", "cli_arguments", "check_cli",
+           "JSON_VALUES", "NASTY_SCALARS", "CLI_VALUES"]

@@ -9,8 +9,6 @@ targets for as long as asked.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import shlex
 
@@ -19,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import errors
-from milp_parallel.cli import EXIT_CODES, exit_code, main
+from milp_parallel.cli import EXIT_CODES, exit_code
 
-from fuzzing import EXAMPLE, PARADL, TARGETS, path_cases, run_target
+from fuzzing import EXAMPLE, PARADL, TARGETS, check_cli, cli_arguments, path_cases, run_target
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -88,51 +86,16 @@ def test_problem_constructor_gives_a_typed_error_or_a_problem(node_costs, edges,
 
 
 # ---------------------------------------------------------------------- the command line
-def _cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
-
-
-def _check_cli(argv: list[str]) -> int:
-    code, _, err = _cli(argv)
-    assert code in (0, 1, 2), (argv, code, err)
-    assert "internal error" not in err and "Traceback" not in err, (argv, err)
-    if code != 0:
-        assert err.strip().splitlines()[-1].startswith("milp-parallel: error:"), (argv, err)
-    return code
-
-
-VALUES = st.sampled_from(["0", "-1", "1", "2", "4", "3", "1.5", "nan", "inf", "1e400", "abc",
-                          "", "9" * 40, "none", "device", "16GiB", "2min", "1..4", "8..1"])
-
-
 @pytest.fixture(scope="module")
-def bad_files(tmp_path_factory):
-    return [str(p) for p in path_cases(tmp_path_factory.mktemp("cli_paths"))]
+def files(tmp_path_factory):
+    return [str(p) for p in path_cases(tmp_path_factory.mktemp("cli_paths"))] + [str(EXAMPLE)]
 
 
-def test_cli_bad_arguments_exit_2_with_one_line(bad_files):
+def test_cli_bad_arguments_exit_with_one_error_line(files):
     @settings(max_examples=40, deadline=None, derandomize=True)
-    @given(data=st.data())
-    def check(data):
-        cmd = data.draw(st.sampled_from(["solve", "problem", "oracle", "sweep", "report"]))
-        f = data.draw(st.sampled_from(bad_files + [str(EXAMPLE)]))
-        v = data.draw(VALUES)
-        argv = {
-            "solve": ["solve", "lenet5", "--cluster", "optcnn", "--no-cross-check",
-                      "--solver", "dp", data.draw(st.sampled_from(
-                          ["--devices", "--batch-size", "--memory-limit", "--time-limit",
-                           "--explain", "--fix", "--forbid"])), v],
-            "problem": ["problem", f, "--solver", "brute", data.draw(st.sampled_from(
-                ["--memory-limit", "--time-limit"])), v],
-            "oracle": ["oracle", "lenet5", "--cluster", "optcnn", data.draw(st.sampled_from(
-                ["--devices", "--batch-per-device", "--dataset-size"])), v],
-            "sweep": ["sweep", f, "--list"],
-            "report": ["report", f, "--out", f + ".out", "--no-plots"],
-        }[cmd]
-        _check_cli(argv)
+    @given(cli_arguments(files))
+    def check(argv):
+        check_cli(argv)
 
     check()
 
@@ -155,7 +118,7 @@ def test_cli_bad_arguments_exit_2_with_one_line(bad_files):
 def test_cli_catalogue_exit_codes(argv, code, tmp_path):
     argv = shlex.split(argv.format(example=EXAMPLE, net=PARADL / "ALEXNET_ImageNet.net",
                                    plat=PARADL / "ABCI.plat", missing=tmp_path / "no.net"))
-    assert _check_cli(argv) == code
+    assert check_cli(argv) == code
 
 
 def test_every_error_type_has_an_exit_code_and_a_catalogue_entry():
