@@ -52,6 +52,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from milp_parallel.errors import FormatError, MilpParallelError
+from milp_parallel.io import write_json
 from milp_parallel.isolation import FAILED, TIMEOUT, run_isolated
 
 __all__ = ["ReproduceConfig", "reproduce", "run_strategies", "run_search", "bytes_moved",
@@ -1029,19 +1030,10 @@ def reproduce(out_dir: str | Path, config: ReproduceConfig | None = None, *,
     report.write_text(md, encoding="utf-8")
     results["markdown"] = md
     results["report"] = report
-    (plots_dir / "reproduce.json").write_text(json.dumps(
-        {"strategies": rows, "search": results["search"],
-         "config": dataclasses.asdict(config)}, indent=1, default=_json_default,
-        allow_nan=True), encoding="utf-8")
+    write_json(plots_dir / "reproduce.json",
+               {"strategies": rows, "search": results["search"],
+                "config": dataclasses.asdict(config)}, indent=1)
     return results
-
-
-def _json_default(x):
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
 
 
 def _graph_of(config: ReproduceConfig):

@@ -14,7 +14,6 @@ file that is missing or malformed). Errors are one line on stderr
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import sys
@@ -426,16 +425,9 @@ def _out(text: str = "") -> None:
 
 
 def _json_out(doc) -> None:
-    _out(json.dumps(doc, indent=2, allow_nan=False, default=_json_default))
-
-
-def _json_default(x):
-    import numpy as np
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
+    """JSON on stdout through io.dumps (numpy values as Python's, inf/nan as strings)."""
+    from .io import dumps
+    _out(dumps(doc, indent=2))
 
 
 def _clean(x):
