@@ -1188,7 +1188,11 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                           time_limit=time_limit, config_options=config_options,
                           cost_model=cost_model, profile=profile,
                           solver_options=dict(solver_options))
-    time_limit = validate_time_limit(time_limit)
+    try:
+        time_limit = validate_time_limit(time_limit)
+    except OverflowError:          # an int beyond the float range
+        raise InvalidOptionError(f"time_limit={time_limit!r:.30}... is beyond the float range; "
+                                 "give seconds > 0 or None") from None
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
                    memory_limit=memory_limit, config_options=config_options,
                    cost_model=cost_model, profile=profile)

@@ -48,6 +48,13 @@ _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-
 _TIME_RE = re.compile(r"^\s*" + _NUMBER + r"\s*([a-zµ]*)\s*$")
 
 
+def _float(x: int | float, what: str) -> float:
+    try:
+        return float(x)
+    except OverflowError:     # an int beyond the float range
+        raise FormatError(f"a {what} must be a finite number, got {x!r:.30}...") from None
+
+
 def parse_bytes(text: str | int | float) -> int:
     """Parse a size such as ``16GiB``, ``16GB``, ``512MB``, ``1e9`` into bytes.
 
@@ -117,7 +124,7 @@ def parse_bandwidth(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise FormatError(f"expected a bandwidth, got {text!r}")
     if isinstance(text, (int, float)):
-        x = float(text)
+        x = _float(text, "bandwidth")
     else:
         m = _BW_RE.match(str(text))
         if not m:
@@ -150,7 +157,7 @@ def parse_seconds(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise FormatError(f"expected a duration, got {text!r}")
     if isinstance(text, (int, float)):
-        x = float(text)
+        x = _float(text, "duration")
     else:
         m = _TIME_RE.match(str(text))
         if not m or m.group(2) not in _TIME_UNITS:

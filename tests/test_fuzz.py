@@ -13,7 +13,7 @@ import math
 import shlex
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import errors
@@ -59,6 +59,9 @@ JUNK = st.sampled_from([None, 0, -1, 3, 1.5, 10**400, math.nan, math.inf, "abc",
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(devices=st.one_of(st.sampled_from([1, 2, 4]), JUNK), batch=JUNK, memory=JUNK,
        time_limit=JUNK)
+@example(devices=4, batch=None, memory=None, time_limit=10**400)
+@example(devices=4, batch=None, memory=10**400, time_limit=None)
+@example(devices=10**400, batch=10**400, memory=None, time_limit=None)
 def test_solve_arguments_give_a_typed_error_or_a_plan(devices, batch, memory, time_limit):
     from milp_parallel import solve
     try:
