@@ -10,8 +10,8 @@ here, so they all behave the same way:
   JSON strings ``"inf"``, ``"-inf"`` and ``"nan"`` (:func:`encode`) and read back by
   :func:`decode`; bare ``NaN`` / ``Infinity`` (not JSON) are never written.
 - **one error**: whatever is wrong with a file (missing, a directory, unreadable, binary,
-  truncated or corrupt gzip, not JSON, nested too deep, a number too long, not the document
-  type asked for, a field missing or of the wrong type) raises
+  truncated or corrupt gzip, not JSON, nested too deep, not the document type asked for, a
+  field missing, of the wrong type or a number beyond its range) raises
   :class:`~milp_parallel.errors.FormatError` whose message starts with the file and names
   the field (``nodes[3].costs``) and what was expected.
 - writes are atomic (a temporary file renamed over the target), so an interrupted write
@@ -53,15 +53,10 @@ from .errors import FormatError
 __all__ = [
     "NONFINITE", "encode", "decode", "read_bytes", "read_text", "read_json", "loads", "dumps",
     "write_json", "write_text", "read_document", "read_jsonl", "Fields", "describe_type",
-    "MAX_INT_DIGITS",
 ]
 
 #: The strings that stand for the non-finite floats, on write and on read.
 NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
-
-#: Integers with more digits than this are refused when reading (no number the package
-#: stores needs more than 20; Python refuses to parse more than 4300 anyway).
-MAX_INT_DIGITS = 30
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -199,32 +194,17 @@ def read_text(path: str | os.PathLike, *, what: str = "file") -> str:
     return text.removeprefix("\ufeff")
 
 
-def _parse_int(text: str) -> int:
-    digits = len(text.lstrip("-+"))
-    if digits > MAX_INT_DIGITS:
-        raise _NumberTooLong(text)
-    return int(text)
-
-
-class _NumberTooLong(ValueError):
-    pass
-
-
 def _loads(text: str, source: str, what: str) -> Any:
     try:
-        return json.loads(text, parse_int=_parse_int)
-    except _NumberTooLong as exc:
-        num = str(exc)
-        raise FormatError(f"{source}: a number of {len(num.lstrip('-+'))} digits "
-                          f"({num[:12]}...) is too large for {a(what)} (at most "
-                          f"{MAX_INT_DIGITS} digits)") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise FormatError(f"{source}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}); expected {a(what)}") from None
     except RecursionError:
         raise FormatError(f"{source}: JSON nested too deeply to be {a(what)}") from None
-    except ValueError as exc:  # e.g. Python's own integer-string limit
-        raise FormatError(f"{source}: not valid JSON ({exc}); expected {a(what)}") from None
+    except ValueError as exc:  # Python's own limit on integer digits (4300)
+        raise FormatError(f"{source}: a number is too long ({exc}); expected {a(what)}"
+                          ) from None
 
 
 def read_json(path: str | os.PathLike, *, what: str = "JSON document") -> Any:
@@ -234,7 +214,8 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON document") -> Any:
     ------
     FormatError
         As :func:`read_text`, when the text is not JSON, nests too deeply, or holds an
-        integer longer than :data:`MAX_INT_DIGITS` digits.
+        integer of more than 4300 digits (Python's limit). Shorter integers beyond a field's
+        range are refused by the reader of that field (:class:`Fields`).
     """
     return _loads(read_text(path, what=what), str(path), what)
 
@@ -463,7 +444,7 @@ class Fields:
                 a = np.array(x, dtype=np.float64)
             except OverflowError:
                 a = None
-            if a is not None and not np.isnan(a).any() and (allow_inf or np.isfinite(a).all()):
+            if a is not None and (not np.isnan(a).any() if allow_inf else np.isfinite(a).all()):
                 return a
         out = np.empty(len(x))
         for i, v in enumerate(x):

@@ -628,9 +628,9 @@ class Problem:
         if len(raw_usages) != n or len(raw_iv) != n:
             raise FormatError(f"{source}: {n} cost lists but {len(raw_usages)} usage lists and "
                               f"{len(raw_iv)} intervals; give one of each per node")
-        costs = [f.numbers(c, f"problem.nodes.costs[{v}] (node {v})", allow_inf=False)
+        costs = [f.numbers(c, f"problem.nodes.costs[{v}]", allow_inf=False)
                  for v, c in enumerate(raw_costs)]
-        usages = [f.numbers(u, f"problem.nodes.usages[{v}] (node {v})", allow_inf=False)
+        usages = [f.numbers(u, f"problem.nodes.usages[{v}]", allow_inf=False)
                   for v, u in enumerate(raw_usages)]
         for v in range(n):
             if usages[v].size != costs[v].size:
@@ -651,7 +651,7 @@ class Problem:
                 raise FormatError(f"{source}: edge {i} ({u}, {v}) is a self-loop; an edge joins "
                                   "two different nodes")
             ku, kv = costs[u].size, costs[v].size
-            tab = f.numbers(c, f"problem.edges.costs[{i}] (edge {i})", allow_inf=False)
+            tab = f.numbers(c, f"problem.edges.costs[{i}]", allow_inf=False)
             if tab.size != ku * kv:
                 raise FormatError(f"{source}: edge {i} ({u}, {v}) has {tab.size} costs, "
                                   f"expected {ku} x {kv} = {ku * kv} (row-major)")
@@ -845,8 +845,7 @@ def _iopddl_pairs(f: Fields, raw: list, where: str, what: str) -> np.ndarray:
     out = np.empty((len(raw), 2), dtype=np.int64)
     for i, x in enumerate(raw):
         x = f.array(x, f"{where}[{i}] ({what} {i})", length=2)
-        out[i] = (f.integer(x[0], f"{where}[{i}][0] ({what} {i})"),
-                  f.integer(x[1], f"{where}[{i}][1] ({what} {i})"))
+        out[i] = (f.integer(x[0], f"{where}[{i}][0]"), f.integer(x[1], f"{where}[{i}][1]"))
     return out
 
 

@@ -74,7 +74,7 @@ def _num(x: Any) -> float:
         return math.nan
     try:
         return float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
 
 
