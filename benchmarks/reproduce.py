@@ -3,7 +3,8 @@
 Run ``python benchmarks/reproduce.py`` (about 15 minutes on 2 cores) or
 ``python benchmarks/reproduce.py --quick`` (CI, under 2 minutes). Every number in the report is
 computed by the run; the published numbers it compares with live in ``data/`` with their
-sources. See :mod:`milp_parallel.reproduce` for what each section runs.
+sources. See ``benchmarks/reproduction.py`` for what each section runs. ``milp-parallel
+reproduce`` runs this script from a source checkout.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from milp_parallel.reproduce import ReproduceConfig, reproduce  # noqa: E402
+from reproduction import ReproduceConfig, reproduce  # noqa: E402
 
 
 def main(argv=None) -> int:

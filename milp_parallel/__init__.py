@@ -3,13 +3,19 @@
 For each layer, pick how its tensors are split over the devices, by solving a mixed-integer
 program (CBC, HiGHS, CP-SAT) that an exact graph search cross-checks.
 
-The public surface, in the order data flows::
+The public surface, in the order data flows (what the README teaches)::
 
     models.get("resnet50")              -> LayerGraph      (graph.py, models/, importers/)
     clusters.get("abci", nodes=4)       -> Topology        (topology.py, clusters.py)
     build_problem(graph, topology)      -> Problem         (configs.py, costs.py, build.py)
     solve_problem(problem, "highs")     -> SolveResult     (solvers/)
     solve("resnet50", "abci", devices=16) -> Plan          (plan.py: all of the above)
+    oracle.project(...), oracle.rank(...)                  (oracle.py, paradl.py)
+
+and the typed errors (:mod:`milp_parallel.errors`). Everything else lives in its module
+(``milp_parallel.costs.CostModel``, ``milp_parallel.configs.ConfigOptions``, ...); the names
+that used to be exported here too still work, with a :class:`DeprecationWarning` naming their
+module.
 
 Examples
 --------
@@ -19,37 +25,58 @@ Examples
 'optimal'
 """
 
-from . import clusters, models, oracle, paradl
-from .build import BuiltProblem, build, build_problem
-from .configs import ConfigOptions, config_label, enumerate_configs
-from .costs import CostModel
-from .errors import *  # noqa: F401,F403
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+from . import clusters, models, oracle
+from .build import build_problem
+from .errors import *  # noqa: F403 - the typed errors are part of the top-level surface
 from .errors import __all__ as _errors_all
-from .graph import Layer, LayerGraph
+from .graph import LayerGraph
 from .importers import from_onnx, from_torch
-from .oracle import paradl_summary, project, rank
-from .plan import Baseline, CrossCheck, LayerChoice, Plan, make_problem, solve
-from .problem import Evaluation, Problem
-from .profile import ProfileTable, profile_layers, profile_model
+from .plan import Plan, make_problem, solve
+from .problem import Problem
+from .profile import profile_model
 from .solvers import SolveResult, available_solvers, solve_problem, solver_names
-from .solvers.dp import LagrangianBound, dp_lower_bound, solve_unconstrained
-from .topology import Device, Level, Topology
+from .topology import Topology
 
 __version__ = "0.1.0"
 
 __all__ = [
-    # the main entry points
-    "solve", "solve_problem", "make_problem", "Plan", "LayerChoice", "Baseline", "CrossCheck",
-    # models and clusters
-    "models", "clusters", "Layer", "LayerGraph", "from_onnx", "from_torch",
-    "Device", "Level", "Topology",
-    # problem building
-    "ConfigOptions", "enumerate_configs", "config_label", "CostModel", "build", "build_problem",
-    "BuiltProblem", "ProfileTable", "profile_layers", "profile_model",
-    # the solver-facing core
-    "Problem", "Evaluation", "SolveResult", "solver_names", "available_solvers",
-    "solve_unconstrained", "dp_lower_bound", "LagrangianBound",
-    # the oracle
-    "oracle", "paradl", "project", "rank", "paradl_summary",
+    # the main entry point and its result
+    "solve", "Plan", "make_problem",
+    # the pieces, in the order data flows
+    "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "Topology",
+    "build_problem", "Problem", "solve_problem", "SolveResult", "solver_names",
+    "available_solvers", "oracle", "profile_model",
     "__version__", *_errors_all,
 ]
+
+#: Names exported here before the public surface was narrowed: name -> the module that has
+#: it. They still resolve, with a DeprecationWarning.
+_MOVED = {
+    "LayerChoice": "plan", "Baseline": "plan", "CrossCheck": "plan",
+    "Layer": "graph", "Device": "topology", "Level": "topology",
+    "ConfigOptions": "configs", "enumerate_configs": "configs", "config_label": "configs",
+    "CostModel": "costs", "build": "build", "BuiltProblem": "build",
+    "ProfileTable": "profile", "profile_layers": "profile",
+    "Evaluation": "problem",
+    "solve_unconstrained": "solvers.dp", "dp_lower_bound": "solvers.dp",
+    "LagrangianBound": "solvers.dp",
+    "project": "oracle", "rank": "oracle", "paradl_summary": "oracle",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module 'milp_parallel' has no attribute {name!r}")
+    where = _MOVED[name]
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    warnings.warn(f"milp_parallel.{name} is deprecated at the top level: use "
+                  f"milp_parallel.{where}.{name}",
+                  DeprecationWarning, stacklevel=2)
+    return value
+

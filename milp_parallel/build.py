@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
 
-from .configs import ConfigOptions, config_labels, enumerate_configs
+from .configs import ConfigOptions, SizeLimits, check_device_count, config_labels, enumerate_configs
 from .costs import CostModel
-from .errors import InvalidTopologyError
+from .errors import InvalidOptionError, InvalidTopologyError, UnknownOptionError
 from .problem import Problem
 from .topology import Topology
+from .units import NO_LIMIT, parse_memory_limit
 
 __all__ = ["build", "build_problem", "BuiltProblem", "FOLLOW_OPS"]
 
@@ -126,8 +127,8 @@ def _can_follow(layer, producer, merge: bool) -> bool:
 
 def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
           config_options: ConfigOptions | None = None, merge_elementwise: bool = True,
-          memory_limit: float | str | None = "device", **option_overrides: Any
-          ) -> BuiltProblem:
+          memory_limit: float | str | None = "device", limits: SizeLimits | None = None,
+          **option_overrides: Any) -> BuiltProblem:
     """Build the Problem of ``graph`` on ``topology`` and the map back to layers.
 
     Parameters
@@ -141,9 +142,14 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         ``max_degree={"h": 4}``, ...) override its fields.
     merge_elementwise : bool, default True
         Merge :data:`FOLLOW_OPS` layers into their producer (see the module docstring).
-    memory_limit : float, "device" or None, default "device"
-        Per-device budget in bytes: ``"device"`` = the topology's device memory, ``None`` =
-        unconstrained (the memory tables are still attached).
+    memory_limit : float, str or None, default "device"
+        Per-device budget (:func:`~milp_parallel.units.parse_memory_limit`): ``"device"`` =
+        the topology's device memory, ``"none"`` or ``None`` = unconstrained (the memory
+        tables are still attached), or bytes / a size such as ``"12GiB"``.
+    limits : SizeLimits, optional
+        The largest sizes to allocate (default :class:`~milp_parallel.configs.SizeLimits`);
+        keyword arguments ``max_devices=``, ``max_configs=``, ``max_edge_entries=``,
+        ``max_memory_entries=`` override its fields. Checked before any table is built.
 
     Returns
     -------
@@ -152,7 +158,13 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
     Raises
     ------
     InvalidTopologyError
-        When the cost model was made for another topology, or ``memory_limit`` is invalid.
+        When the cost model was made for another topology, or the device count is not a
+        power of two under power-of-two degrees (see
+        :func:`~milp_parallel.configs.check_device_count`).
+    InvalidOptionError
+        When ``memory_limit`` or an option is invalid.
+    ProblemTooLargeError
+        When a size exceeds its limit (names the size and the option that raises it).
 
     Examples
     --------
@@ -167,23 +179,17 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
     (('x', 'conv'), (('x',), ('conv', 'relu')))
     """
     start = time.perf_counter()
+    if not isinstance(topology, Topology):
+        raise InvalidTopologyError(f"build: topology must be a Topology, got "
+                                   f"{type(topology).__name__}")
+    opts, limits = _split_options(config_options, limits, option_overrides)
+    n_dev = topology.n_devices
+    check_device_count(n_dev, opts, limits=limits, where=f"cluster {topology.name!r}")
     if cost_model is None:
         cost_model = CostModel(topology)
     elif cost_model.topology != topology:
         raise InvalidTopologyError("cost_model was made for another topology "
                                    f"({cost_model.topology!r}); pass a CostModel(topology)")
-    opts = config_options or ConfigOptions()
-    if option_overrides:
-        base = {"power_of_two": opts.power_of_two,
-                "require_all_devices": opts.require_all_devices,
-                "max_degree": dict(opts.max_degree), "min_tile": dict(opts.min_tile)}
-        unknown = set(option_overrides) - set(base)
-        if unknown:
-            raise TypeError(f"build_problem: unknown option(s) {sorted(unknown)}; known: "
-                            f"{sorted(base)}")
-        base.update(option_overrides)
-        opts = ConfigOptions(**base)
-    n_dev = topology.n_devices
 
     root: dict[str, str] = {}
     groups: dict[str, list[str]] = {}
@@ -200,12 +206,24 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
     node_names = list(groups)
     index = {n: i for i, n in enumerate(node_names)}
 
-    configs, labels, node_costs, memory, member_costs = [], [], [], [], []
+    # Sizes first: every table below is allocated only once all of them fit the limits.
+    configs = []
     for name in node_names:
-        head = graph.layer(name)
-        cfg = enumerate_configs(head, n_dev, options=opts)
+        cfg = enumerate_configs(graph.layer(name), n_dev, options=opts,
+                                max_configs=limits.max_configs)
         cfg.setflags(write=False)
         configs.append(cfg)
+    k = [len(c) for c in configs]
+    limits.check("max_memory_entries", sum(k) * n_dev,
+                 f"memory tables ({sum(k):,} configurations x {n_dev} devices)")
+    pairs = {(min(index[root[u]], index[root[v]]), max(index[root[u]], index[root[v]]))
+             for u, v, _ in graph.edges if root[u] != root[v]}
+    limits.check("max_edge_entries", sum(k[a] * k[b] for a, b in pairs),
+                 f"edge cost tables ({len(pairs):,} edges)")
+
+    labels, node_costs, memory, member_costs = [], [], [], []
+    for name, cfg in zip(node_names, configs):
+        head = graph.layer(name)
         labels.append(config_labels(head, cfg))
         cost = np.zeros(len(cfg))
         mem = np.zeros((len(cfg), n_dev))
@@ -237,13 +255,8 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         edge_members.setdefault(key, []).append((u, v, int(i)))
     keys = list(tables)
 
-    if isinstance(memory_limit, str):
-        if memory_limit != "device":
-            raise InvalidTopologyError(f"memory_limit must be a number of bytes, 'device' or "
-                                       f"None, got {memory_limit!r}")
-        limit = topology.device.memory_bytes
-    else:
-        limit = memory_limit
+    limit = parse_memory_limit(memory_limit, device_bytes=topology.device.memory_bytes,
+                               default=NO_LIMIT)
     problem = Problem(node_costs, keys, [tables[k] for k in keys], memory=memory,
                       memory_limit=limit, node_names=node_names, config_labels=labels)
     seconds = time.perf_counter() - start
@@ -258,9 +271,37 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
 
 def build_problem(graph, topology: Topology, *, cost_model: CostModel | None = None,
                   config_options: ConfigOptions | None = None, merge_elementwise: bool = True,
-                  memory_limit: float | str | None = "device", **option_overrides: Any
-                  ) -> Problem:
+                  memory_limit: float | str | None = "device",
+                  limits: SizeLimits | None = None, **option_overrides: Any) -> Problem:
     """The :class:`Problem` of :func:`build` (same parameters), without the map back."""
     return build(graph, topology, cost_model=cost_model, config_options=config_options,
                  merge_elementwise=merge_elementwise, memory_limit=memory_limit,
-                 **option_overrides).problem
+                 limits=limits, **option_overrides).problem
+
+
+def _split_options(config_options, limits, overrides: Mapping[str, Any]
+                   ) -> tuple[ConfigOptions, SizeLimits]:
+    """The configuration space and the size limits, from the objects and keyword overrides."""
+    if config_options is not None and not isinstance(config_options, ConfigOptions):
+        raise InvalidOptionError(f"config_options must be a ConfigOptions, got "
+                                 f"{type(config_options).__name__}")
+    if limits is not None and not isinstance(limits, SizeLimits):
+        raise InvalidOptionError(f"limits must be a SizeLimits, got {type(limits).__name__}")
+    opts = config_options or ConfigOptions()
+    limits = limits or SizeLimits()
+    space = {f.name for f in fields(ConfigOptions)}
+    sizes = set(SizeLimits.field_names())
+    unknown = set(overrides) - space - sizes
+    if unknown:
+        raise UnknownOptionError(f"unknown build option(s) {sorted(unknown)}; known: "
+                                 f"{sorted(space | sizes)}")
+    mine = {k: v for k, v in overrides.items() if k in space}
+    if mine:
+        try:
+            opts = replace(opts, **mine)
+        except TypeError as exc:
+            raise InvalidOptionError(f"config options {mine!r:.80}: {exc}") from None
+    lim = {k: v for k, v in overrides.items() if k in sizes}
+    if lim:
+        limits = replace(limits, **lim)
+    return opts, limits

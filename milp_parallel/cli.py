@@ -14,32 +14,60 @@ file that is missing or malformed). Errors are one line on stderr
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
-import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Sequence
 
+from . import errors
 from ._fdio import c_stdout_to
-from .errors import (CrossCheckError, FormatError, InfeasibleError, InvalidAssignmentError,
-                     InvalidGraphError, InvalidProblemError, InvalidTopologyError,
-                     MilpParallelError, ProblemTooLargeError, SolverUnavailableError,
-                     UnknownNameError, UnsupportedProblemError)
+from .errors import FormatError, InvalidOptionError, MilpParallelError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "exit_code", "EXIT_CODES"]
 
 PROG = "milp-parallel"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 logger = logging.getLogger(__name__)
 
-#: Errors that mean the command was asked something it cannot do: exit 2.
-_USAGE_ERRORS = (UnknownNameError, FormatError, InvalidGraphError, InvalidTopologyError,
-                 InvalidProblemError, InvalidAssignmentError, UnsupportedProblemError,
-                 ProblemTooLargeError, SolverUnavailableError)
+#: Exit code of every package error, looked up along the error's class hierarchy (the most
+#: specific class wins): 2 for bad usage or a bad file, 1 for a run that failed.
+EXIT_CODES: dict[type, int] = {
+    errors.MilpParallelError: EXIT_FAILED,           # any other failure of the run
+    errors.InfeasibleError: EXIT_FAILED,
+    errors.CrossCheckError: EXIT_FAILED,
+    errors.SolverError: EXIT_FAILED,
+    errors.MissingDependencyError: EXIT_FAILED,      # install the extra it names
+    errors.UnknownNameError: EXIT_USAGE,
+    errors.FormatError: EXIT_USAGE,
+    errors.InvalidGraphError: EXIT_USAGE,
+    errors.InvalidTopologyError: EXIT_USAGE,
+    errors.InvalidProblemError: EXIT_USAGE,
+    errors.InvalidAssignmentError: EXIT_USAGE,
+    errors.InvalidOptionError: EXIT_USAGE,
+    errors.UnsupportedProblemError: EXIT_USAGE,
+    errors.ProblemTooLargeError: EXIT_USAGE,
+    errors.SolverUnavailableError: EXIT_USAGE,       # a solver whose package is missing
+}
+
+#: The words the one-line message starts with, for the errors that need them.
+_PREFIX = {errors.InfeasibleError: "infeasible: ", errors.CrossCheckError: ""}
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of ``milp-parallel`` for an error (see :data:`EXIT_CODES`).
+
+    Examples
+    --------
+    >>> exit_code(errors.FormatError("x")), exit_code(errors.InfeasibleError("x"))
+    (2, 1)
+    """
+    for cls in type(exc).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return EXIT_FAILED
 
 
 class _UsageError(Exception):
@@ -71,32 +99,69 @@ exit codes: 0 ok; 1 infeasible, failed cross-check or failed run; 2 bad usage.
 """
 
 
-def _memory(text: str) -> float:
-    from .units import parse_bytes
-    if text.strip().lower() in ("none", "unlimited", "inf"):
-        return math.inf
+def _memory(text: str) -> str:
+    """A ``--memory-limit`` value, checked now (exit 2), read later by the command."""
+    from .units import parse_memory_limit
     try:
-        return float(parse_bytes(text))
-    except FormatError as exc:
+        parse_memory_limit(text, device_bytes=1.0)
+    except InvalidOptionError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str) -> float | None:
+    """A ``--time-limit``: a duration (``60``, ``2min``) > 0; ``inf`` or ``none``: no limit."""
+    from .solvers.options import validate_time_limit
     from .units import parse_seconds
+    if text.strip().lower() in ("none", "inf", "unlimited"):
+        return None
     try:
-        return parse_seconds(text)
-    except FormatError as exc:
+        return validate_time_limit(parse_seconds(text))
+    except (FormatError, InvalidOptionError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    return v
+
+
+def _count(text: str) -> float:
+    """A positive whole number given as a number (ParaDL writes ``1024`` or ``1e3``)."""
+    v = _positive_float(text)
+    if v != int(v):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return v
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    """``LAYER=CONFIG`` (split at the first ``=``; ``CONFIG`` may hold ``=`` and spaces)."""
+    layer, sep, config = text.partition("=")
+    if not sep or not layer.strip() or not config.strip():
+        raise argparse.ArgumentTypeError(f"expected LAYER=CONFIG such as 'conv1=n=2 h=2' or "
+                                         f"'fc6=serial', got {text!r}")
+    return layer.strip(), config.strip()
 
 
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
+        if len(text.strip().lstrip("+")) > 18:
+            raise ValueError
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return v
+
+
+def _count_or_zero(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
 
 
 def _int_range(text: str) -> tuple[int, ...]:
@@ -126,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
+    for add in (_add_solve, _add_profile, _add_problem, _add_oracle, _add_sweep, _add_report,
+                _add_listings, _add_reproduce):
+        add(sub, common, fmt)
+    return parser
+
+
+def _add_solve(sub, common, fmt) -> None:
+    """``solve``: a model on a cluster."""
     p = sub.add_parser("solve", parents=[common], formatter_class=fmt,
                        help="find the best layer-wise plan for a model on a cluster",
                        description="Solve for the fastest per-layer parallelization and print "
@@ -148,12 +221,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver", default="auto", metavar="S",
                    help="auto (default), dp, highs, cbc, cpsat or brute")
     p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
-                   help="budget per device, e.g. 16GiB, 12GB, 'none' (default: the device "
-                        "memory)")
+                   help="budget per device, e.g. 16GiB, 12GB, 'device' (the default: each "
+                        "device's memory) or 'none' (no budget)")
     p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
-                   help="solver time limit, e.g. 60 or 2min")
+                   help="solver time limit, e.g. 60 or 2min (> 0)")
     p.add_argument("--no-cross-check", dest="cross_check", action="store_false",
                    help="skip the independent exact check")
+    p.add_argument("--fix", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="pin a layer's configuration, e.g. 'features.0=n=4' (repeatable)")
+    p.add_argument("--forbid", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="forbid a layer's configuration, e.g. 'fc6=serial' (repeatable)")
+    p.add_argument("--explain", type=_assignment, action="append", metavar="LAYER=CONFIG",
+                   help="after the plan, show what forcing LAYER to CONFIG would cost: the "
+                        "step time split and the layers that change (repeatable)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON only")
     p.add_argument("--save", metavar="FILE", help="also write the plan JSON to FILE")
     p.add_argument("--plot", metavar="FILE", help="draw the plan (PNG, or SVG by suffix)")
@@ -162,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "FLOP estimates")
     p.set_defaults(func=_cmd_solve)
 
+
+def _add_profile(sub, common, fmt) -> None:
+    """``profile``: time layer tiles with torch."""
     p = sub.add_parser("profile", parents=[common], formatter_class=fmt,
                        help="time each layer's tiles with torch; write a profile table (JSON)",
                        epilog="examples:\n"
@@ -180,11 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32",
                    choices=["float32", "float16", "bfloat16", "float64"])
     p.add_argument("--repeats", type=_positive_int, default=5, help="timed runs per tile")
-    p.add_argument("--warmup", type=int, default=2, help="untimed runs per tile")
+    p.add_argument("--warmup", type=_count_or_zero, default=2, help="untimed runs per tile")
     p.add_argument("--threads", type=_positive_int,
                    help="torch CPU threads while timing (1 = steadiest)")
     p.set_defaults(func=_cmd_profile)
 
+
+def _add_problem(sub, common, fmt) -> None:
+    """``problem``: a Problem file."""
     p = sub.add_parser("problem", parents=[common], formatter_class=fmt,
                        help="solve a Problem file (our JSON or IOPDDL .json/.json.gz)",
                        description="Solve a min-sum labelling Problem file; the format (ours "
@@ -197,12 +283,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--solver", default="auto", metavar="S",
                    help="auto (default), dp, highs, cbc, cpsat or brute")
-    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS")
+    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
+                   help="solver time limit, e.g. 60 or 2min (> 0)")
     p.add_argument("--memory-limit", type=_memory, metavar="SIZE",
                    help="replace the file's budget (a number or size; 'none' drops it)")
     p.add_argument("--json", action="store_true", help="print the result as JSON only")
     p.set_defaults(func=_cmd_problem)
 
+
+def _add_oracle(sub, common, fmt) -> None:
+    """``oracle``: ParaDL's analytical model."""
     p = sub.add_parser("oracle", parents=[common], formatter_class=fmt,
                        help="ParaDL's analytical projection of uniform strategies",
                        description="Project time per epoch (compute + communication) and "
@@ -228,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated strategies (default: data)")
     p.add_argument("--devices", type=_int_range, default=None, metavar="RANGE",
                    help="device counts: 4..1024 (doubling), 1,2,4, 1..16:+1 (default 1..64)")
-    p.add_argument("--batch-per-device", type=float, default=32.0, metavar="B",
+    p.add_argument("--batch-per-device", type=_positive_float, default=32.0, metavar="B",
                    help="samples per data-parallel replica (default 32)")
     p.add_argument("--dataset-size", type=_positive_int, metavar="N",
                    help="samples per epoch (default: the table's; 1281167 for zoo models)")
@@ -247,12 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-goal", dest="goal", type=int, default=1, help="ParaDL goal (only 1)")
     g.add_argument("--paratype", nargs="+", metavar="CODES",
                    help="ParaDL strategy codes: a, o, d, s, f, c, df, ds")
-    g.add_argument("--cmaxp", type=float, metavar="N", help="maximum devices")
-    g.add_argument("--cmaxB", type=float, metavar="N", help="maximum global batch")
-    g.add_argument("--cBon", type=float, metavar="N", help="batch per device (replica)")
+    g.add_argument("--cmaxp", type=_count, metavar="N", help="maximum devices")
+    g.add_argument("--cmaxB", type=_count, metavar="N", help="maximum global batch")
+    g.add_argument("--cBon", type=_positive_float, metavar="N",
+                   help="batch per device (replica)")
     g.add_argument("--lc", metavar="MASK", help="layer mask (.lc)")
     p.set_defaults(func=_cmd_oracle)
 
+
+def _add_sweep(sub, common, fmt) -> None:
+    """``sweep``: a TOML grid of runs."""
     p = sub.add_parser("sweep", parents=[common], formatter_class=fmt,
                        help="run a TOML grid of solves in parallel, results as JSON lines",
                        description="Run every item of a sweep file not already in the "
@@ -281,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the items and exit")
     p.set_defaults(func=_cmd_sweep)
 
+
+def _add_report(sub, common, fmt) -> None:
+    """``report``: tables and plots."""
     p = sub.add_parser("report", parents=[common], formatter_class=fmt,
                        help="tables and plots from a sweep's results (or a saved plan)",
                        description="Write summary.md, summary.csv and plots from a results "
@@ -296,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tables only (no matplotlib needed)")
     p.set_defaults(func=_cmd_report)
 
+
+def _add_listings(sub, common, fmt) -> None:
+    """``models`` and ``clusters``: what is available."""
     p = sub.add_parser("models", parents=[common], help="list the model zoo with sizes")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_models)
@@ -303,13 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_clusters)
 
+
+def _add_reproduce(sub, common, fmt) -> None:
+    """``reproduce``: the papers' results."""
     p = sub.add_parser("reproduce", parents=[common],
                        help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
     p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
     p.add_argument("--out", default="benchmarks", metavar="DIR",
-                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks)")
+                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
+                        "needs a source checkout")
     p.set_defaults(func=_cmd_reproduce)
-    return parser
 
 
 def _version() -> str:
@@ -322,16 +425,9 @@ def _out(text: str = "") -> None:
 
 
 def _json_out(doc) -> None:
-    _out(json.dumps(doc, indent=2, allow_nan=False, default=_json_default))
-
-
-def _json_default(x):
-    import numpy as np
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)
+    """JSON on stdout through io.dumps (numpy values as Python's, inf/nan as strings)."""
+    from .io import dumps
+    _out(dumps(doc, indent=2))
 
 
 def _clean(x):
@@ -354,11 +450,16 @@ def _quiet_stdout():
 # ---------------------------------------------------------------------- commands
 def _cmd_solve(args) -> int:
     from .plan import solve
+    forbid: dict[str, list[str]] = {}
+    for layer, config in args.forbid or ():
+        forbid.setdefault(layer, []).append(config)
     with _quiet_stdout():
         plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
                      solver=args.solver, memory_limit=args.memory_limit,
                      time_limit=args.time_limit, cross_check=args.cross_check,
-                     profile=args.profile)
+                     profile=args.profile, fixed=dict(args.fix or ()) or None,
+                     forbid=forbid or None)
+        explanations = [plan.explain(layer, config) for layer, config in args.explain or ()]
     if args.save:
         plan.save(args.save)
     if args.plot:
@@ -366,10 +467,27 @@ def _cmd_solve(args) -> int:
         path = plot_plan(plan, args.plot)
         logger.info("plan drawn in %s", path)
     if args.json:
-        _out(plan.to_json())
+        if explanations:
+            from .io import dumps
+            doc = plan.to_dict()
+            doc["explanations"] = [_explanation_dict(e) for e in explanations]
+            _out(dumps(doc, indent=2))
+        else:
+            _out(plan.to_json())
     else:
         _out(str(plan))
+        if explanations:
+            _out("\nexplanations (forcing one layer, re-solved):")
+            for e in explanations:
+                _out(str(e))
     return EXIT_OK
+
+
+def _explanation_dict(e) -> dict:
+    from dataclasses import asdict, fields
+    d = {f.name: getattr(e, f.name) for f in fields(e) if f.name not in ("plan", "changes")}
+    d["changes"] = [asdict(ch) for ch in e.changes]
+    return d
 
 
 def _cmd_profile(args) -> int:
@@ -383,20 +501,25 @@ def _cmd_profile(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from .reproduce import ReproduceConfig, reproduce
-    config = ReproduceConfig.quick() if args.quick else ReproduceConfig.full()
-    res = reproduce(args.out, config)
-    _out(f"wrote {res['report']} and {len(res['plots'])} plots in {res['seconds']:.0f} s")
-    return EXIT_OK
+    from ._checkout import benchmarks_dir, load_benchmark
+    if benchmarks_dir() is None:
+        raise _UsageError("reproduce runs the benchmarks of a source checkout "
+                          "(benchmarks/reproduce.py), which an installed package does not "
+                          "have: clone the repository and run 'python benchmarks/reproduce.py "
+                          "--quick' (or this command) from its root")
+    script = load_benchmark("reproduce")
+    argv = (["--quick"] if args.quick else []) + ["--out", str(args.out)]
+    return int(script.main(argv))
 
 
 def _cmd_problem(args) -> int:
+    from .problem import load_problem
     from .solvers import solve_problem
-    from .sweep import load_problem_file
-    problem = load_problem_file(args.file)
+    from .units import NO_LIMIT, parse_memory_limit
+    problem = load_problem(args.file)
     if args.memory_limit is not None:
-        problem = problem.with_memory_limit(None if math.isinf(args.memory_limit)
-                                            else args.memory_limit)
+        problem = problem.with_memory_limit(parse_memory_limit(args.memory_limit,
+                                                               default=NO_LIMIT))
     opts = {} if args.time_limit is None else {"time_limit": args.time_limit}
     with _quiet_stdout():
         res = solve_problem(problem, args.solver, **opts)
@@ -582,11 +705,10 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from .io import read_text
     from .report import plot_plan, write_report
     path = Path(args.file)
-    if not path.exists():
-        raise FormatError(f"{path}: no such file")
-    head = path.read_text(encoding="utf-8", errors="replace").lstrip()[:4096]
+    head = read_text(path, what="results file or plan").lstrip()[:4096]
     if head.startswith("{") and '"milp_parallel.plan"' in head and "\n{" not in head:
         from .plan import Plan
         plan = Plan.load(path)
@@ -638,7 +760,8 @@ def _cmd_clusters(args) -> int:
     _out(f"{'cluster':10s} {'devices':>7}  {'device':16s} {'memory':>8} {'TFLOP/s':>8}  links "
          "(innermost first)")
     for r in rows:
-        links = ", ".join(f"{lv['fanout']} x {lv['name']} {format_bandwidth(lv['bandwidth_bytes_per_s'])}"
+        links = ", ".join(f"{lv['fanout']} x {lv['name']} "
+                          f"{format_bandwidth(lv['bandwidth_bytes_per_s'])}"
                           for lv in r["levels"])
         _out(f"{r['name']:10s} {r['devices']:>7}  {r['device']:16s} "
              f"{format_bytes(r['memory_bytes'], binary=False):>8} "
@@ -650,12 +773,24 @@ def _cmd_clusters(args) -> int:
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     root = logging.getLogger()
-    if not any(getattr(h, "_milp_parallel", False) for h in root.handlers):
-        h = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        h = _StderrHandler()
         h.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        h._milp_parallel = True  # type: ignore[attr-defined]
         root.addHandler(h)
     root.setLevel(level)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Logs to whatever ``sys.stderr`` is at the time (``main`` may run many times in one
+    process, each with its own stderr)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -684,14 +819,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except _UsageError as exc:
         return fail(EXIT_USAGE, f"{exc} (see {PROG} {args.command} --help)")
-    except InfeasibleError as exc:
-        return fail(EXIT_FAILED, f"infeasible: {exc}")
-    except CrossCheckError as exc:
-        return fail(EXIT_FAILED, f"cross-check failed: {exc}")
-    except _USAGE_ERRORS as exc:
-        return fail(EXIT_USAGE, str(exc))
     except MilpParallelError as exc:
-        return fail(EXIT_FAILED, str(exc))
+        prefix = next((_PREFIX[c] for c in type(exc).__mro__ if c in _PREFIX), "")
+        return fail(exit_code(exc), f"{prefix}{exc}")
     except ImportError as exc:
         return fail(EXIT_FAILED, str(exc))
     except KeyboardInterrupt:

@@ -26,19 +26,17 @@ time.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
 
-from .errors import InvalidGraphError
+from .errors import InvalidGraphError, InvalidTopologyError, ProblemTooLargeError
 
-__all__ = ["ConfigOptions", "enumerate_configs", "config_label", "config_labels",
-           "config_counts", "tile_boxes", "tile_extent"]
+__all__ = ["ConfigOptions", "SizeLimits", "enumerate_configs", "config_label", "config_labels",
+           "config_counts", "tile_boxes", "tile_extent", "check_device_count"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +106,8 @@ def _candidate_degrees(extent: int, n_devices: int, cap: int, min_tile: int,
     return out
 
 
-def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = None
-                      ) -> np.ndarray:
+def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = None,
+                      max_configs: int | None = None) -> np.ndarray:
     """All configurations of a layer on ``n_devices`` devices.
 
     Parameters
@@ -118,6 +116,9 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
         Needs ``output_shape``, ``dims`` and ``parallel_dims``.
     n_devices : int
     options : ConfigOptions, optional
+    max_configs : int, optional
+        Refuse (before building the array) a layer with more configurations than this
+        (:attr:`SizeLimits.max_configs` when called by the builder).
 
     Returns
     -------
@@ -129,6 +130,9 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
     ------
     InvalidGraphError
         For a non-positive device count.
+    ProblemTooLargeError
+        When the layer has more than ``max_configs`` configurations (names the layer, the
+        count and the option that raises the limit).
 
     Examples
     --------
@@ -139,7 +143,8 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
     >>> enumerate_configs(g.layer("fc"), 4).tolist()
     [[1, 1], [1, 2], [2, 1], [2, 2], [4, 1]]
     """
-    if not isinstance(n_devices, (int, np.integer)) or n_devices < 1:
+    if isinstance(n_devices, (bool, np.bool_)) or not isinstance(n_devices, (int, np.integer)) \
+            or n_devices < 1:
         raise InvalidGraphError(f"n_devices must be a positive integer, got {n_devices!r}")
     opt = options or ConfigOptions()
     parallel = set(layer.parallel_dims)
@@ -151,7 +156,7 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
         cap = opt.max_degree.get(dim, n_devices)
         cands.append(_candidate_degrees(int(extent), int(n_devices), cap,
                                         opt.min_tile.get(dim, 1), opt.power_of_two))
-    rows = [c for c in itertools.product(*cands) if math.prod(c) <= n_devices]
+    rows = _products_at_most(cands, int(n_devices), max_configs, layer)
     cfg = np.array(rows, dtype=np.int64).reshape(len(rows), len(layer.dims))
     if opt.require_all_devices:
         prod = cfg.prod(axis=1)
@@ -162,6 +167,36 @@ def enumerate_configs(layer, n_devices: int, *, options: ConfigOptions | None = 
                          layer.name, n_devices, int(prod.max()))
         cfg = cfg[keep]
     return cfg
+
+
+def _products_at_most(cands: list[list[int]], n_devices: int, max_rows: int | None,
+                      layer) -> list[tuple[int, ...]]:
+    """The tuples of the cross product of ``cands`` whose product is at most ``n_devices``,
+    in lexicographic order, without walking the tuples whose prefix is already too large
+    (the full product of the candidate lists can be astronomically larger)."""
+    out: list[tuple[int, ...]] = []
+    prefix: list[int] = []
+
+    def walk(i: int, budget: int) -> None:
+        if i == len(cands):
+            out.append(tuple(prefix))
+            if max_rows is not None and len(out) > max_rows:
+                raise ProblemTooLargeError(
+                    f"layer {getattr(layer, 'name', '?')!r} has more than {max_rows} "
+                    f"configurations on {n_devices} devices (limit max_configs={max_rows}); "
+                    "narrow the space (config_options max_degree, min_tile, "
+                    "require_all_devices, power_of_two) or raise the limit with "
+                    f"config_options={{'max_configs': ...}}")
+            return
+        for d in cands[i]:          # ascending, so the first too-large degree ends the loop
+            if d > budget:
+                break
+            prefix.append(d)
+            walk(i + 1, budget // d)
+            prefix.pop()
+
+    walk(0, n_devices)
+    return out
 
 
 def config_label(layer, degrees) -> str:
@@ -241,3 +276,103 @@ def tile_boxes(shape, configs: np.ndarray, n_tiles: int | None = None
     lo = np.where(valid[..., None], lo, 0)
     hi = np.where(valid[..., None], hi, 0)
     return lo, hi, valid
+
+
+# ---------------------------------------------------------------------- size guards
+@dataclass(frozen=True)
+class SizeLimits:
+    """The largest problem the builder agrees to allocate, checked before any allocation.
+
+    Each limit is one of the sizes that grow fastest with the device count and the model; a
+    problem beyond one raises :class:`~milp_parallel.errors.ProblemTooLargeError` naming the
+    size, the limit and the option that raises it. Pass larger limits as build options
+    (``build(graph, topo, max_devices=65536)``) or through ``solve(...,
+    config_options={"max_devices": 65536})``.
+
+    Parameters
+    ----------
+    max_devices : int, default 4096
+        Devices in the topology (the memory tables hold one column per device).
+    max_configs : int, default 4096
+        Configurations of one layer (node).
+    max_edge_entries : int, default 100_000_000
+        Entries of all edge cost tables together (``sum K_u * K_v``; 8 bytes each, and the
+        transfer computation needs a few times more while it runs).
+    max_memory_entries : int, default 100_000_000
+        Entries of all memory tables together (``sum K_v * n_devices``).
+
+    Examples
+    --------
+    >>> SizeLimits().max_devices
+    4096
+    >>> SizeLimits(max_devices=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    milp_parallel.errors.InvalidOptionError: SizeLimits.max_devices must be a positive ...
+    """
+
+    max_devices: int = 4096
+    max_configs: int = 4096
+    max_edge_entries: int = 100_000_000
+    max_memory_entries: int = 100_000_000
+
+    def __post_init__(self) -> None:
+        from .errors import InvalidOptionError
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) \
+                    or v < 1:
+                raise InvalidOptionError(f"SizeLimits.{f.name} must be a positive integer, "
+                                         f"got {v!r}")
+            object.__setattr__(self, f.name, int(v))
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The names of the limits (the options that raise them)."""
+        return tuple(f.name for f in fields(cls))
+
+    def check(self, size: str, value: int, what: str) -> None:
+        """Raise :class:`ProblemTooLargeError` when ``value`` exceeds the limit ``size``."""
+        limit = getattr(self, size)
+        if value > limit:
+            raise ProblemTooLargeError(
+                f"{what}: {value:,} exceeds the limit {size}={limit:,}; use a smaller "
+                f"problem or raise the limit with config_options={{'{size}': {value}}} "
+                f"(build option {size}=...)")
+
+
+def check_device_count(n_devices: int, options: ConfigOptions | None = None, *,
+                       limits: SizeLimits | None = None, where: str = "the cluster") -> None:
+    """Refuse a device count the configuration space cannot use as labelled.
+
+    With power-of-two degrees (the default space), a plan on ``n`` devices that is not a
+    power of two could only use the largest power of two below ``n``, while being labelled
+    ``n``: that is refused, naming the counts that work and the option that allows any
+    divisor. The count is also checked against :attr:`SizeLimits.max_devices`.
+
+    Raises
+    ------
+    InvalidTopologyError
+        A device count that is not a power of two under power-of-two degrees.
+    ProblemTooLargeError
+        More devices than ``limits.max_devices``.
+
+    Examples
+    --------
+    >>> check_device_count(8)
+    >>> try:
+    ...     check_device_count(3)
+    ... except InvalidTopologyError as exc:
+    ...     print(str(exc)[-84:])
+    use 2 or 4 devices, or allow any divisor with config_options={'power_of_two': False}
+    """
+    opt = options or ConfigOptions()
+    n = int(n_devices)
+    (limits or SizeLimits()).check("max_devices", n, f"{where} has {n} devices")
+    if opt.power_of_two and n & (n - 1):
+        lo = 1 << (n.bit_length() - 1)
+        raise InvalidTopologyError(
+            f"{where} has {n} devices, but with power-of-two degrees (the default "
+            f"configuration space) a plan can only use 1, 2, 4, 8, ... devices: {n} would be "
+            f"planned on at most {lo} of them; use {lo} or {2 * lo} devices, or allow any "
+            "divisor with config_options={'power_of_two': False}")

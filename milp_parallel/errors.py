@@ -14,6 +14,7 @@ __all__ = [
     "InvalidTopologyError",
     "InvalidAssignmentError",
     "InvalidOptionError",
+    "UnknownOptionError",
     "FormatError",
     "SolverError",
     "SolverUnavailableError",
@@ -51,6 +52,13 @@ class InvalidOptionError(MilpParallelError, ValueError):
 
     The message names the option, the value given and what is allowed. One type for every
     entry point (``solve``, ``solve_problem``, the command line, sweep files).
+    """
+
+
+class UnknownOptionError(InvalidOptionError, TypeError):
+    """An option (keyword argument) that the function does not take; lists the known ones.
+
+    Also a :class:`TypeError`, as Python's own unknown-keyword error is.
     """
 
 

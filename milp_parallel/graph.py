@@ -87,18 +87,18 @@ Examples
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import networkx as nx
 import numpy as np
 
 from .errors import FormatError, InvalidGraphError
+from .io import Fields, read_document, read_json, write_json
 
 __all__ = [
     "Layer",
@@ -124,9 +124,6 @@ _SPARE_LETTERS = "xyzuvktsadhwc"
 _DEFAULT_DIMS = {1: "n", 2: "nc", 3: "ncw", 4: "nchw", 5: "ncdhw"}
 _SPATIAL_LETTERS = {1: "w", 2: "hw", 3: "dhw"}
 
-#: Per-element forward FLOPs of ops that are not matrix products.
-_ELEMENT_FLOPS = {"batchnorm": 2, "layernorm": 5, "elementwise": 1, "dropout": 1,
-                  "softmax": 3}
 
 
 class FrozenAttrs(Mapping):
@@ -251,23 +248,12 @@ class Layer:
     @property
     def parallel_dims(self) -> tuple[str, ...]:
         """The output dims a configuration may split (see the module docstring)."""
-        op = self.op
-        if op == "global_pool":
-            return self.dims[:2]
-        if op in ("flatten", "reshape", "loss"):
-            return ("n",) if "n" in self.dims else self.dims[:1]
-        if op in ("layernorm", "softmax"):
-            return self.dims[:-1]
-        return self.dims
+        return _RULES[self.op].parallel(self)
 
     @property
     def weight_split_dims(self) -> tuple[str, ...]:
         """The dims whose split also splits this layer's parameters."""
-        if self.op in ("conv", "batchnorm"):
-            return (self.dims[1],)
-        if self.op in ("linear", "embedding"):
-            return (self.dims[-1],)
-        return ()
+        return _RULES[self.op].weight_split(self)
 
     def __repr__(self) -> str:
         return (f"Layer({self.name!r}, {self.op}, inputs={list(self.inputs)}, "
@@ -317,7 +303,7 @@ class Layer:
                 f"layer {self.name!r}: output boxes must have shape (..., {nd}) for lo and hi "
                 f"alike; got {lo.shape} and {hi.shape}")
         in_shape = np.asarray(self.input_shapes[i], dtype=np.int64)
-        in_lo, in_hi = _REGION[self.op](self, i, lo, hi)
+        in_lo, in_hi = _RULES[self.op].region(self, i, lo, hi)
         in_lo = np.clip(np.broadcast_to(in_lo, lo.shape[:-1] + in_shape.shape), 0, in_shape)
         in_hi = np.clip(np.broadcast_to(in_hi, lo.shape[:-1] + in_shape.shape), 0, in_shape)
         in_hi = np.maximum(in_hi, in_lo)
@@ -436,38 +422,386 @@ def _region_none(layer, i, lo, hi):  # pragma: no cover - input has no inputs
     raise InvalidGraphError(f"layer {layer.name!r} is an input and has no input region")
 
 
-_REGION = {
-    "input": _region_none, "conv": _region_window, "pool": _region_window,
-    "adaptive_pool": _region_adaptive, "global_pool": _region_global,
-    "linear": _region_lastdim_all, "batchnorm": _region_same, "layernorm": _region_lastdim_all,
-    "elementwise": _region_same, "add": _region_same, "mul": _region_same,
-    "concat": _region_concat, "flatten": _region_samples, "reshape": _region_samples,
-    "transpose": _region_transpose, "dropout": _region_same, "softmax": _region_lastdim_all,
-    "loss": _region_samples, "embedding": _region_embedding, "matmul": _region_matmul,
+# --------------------------------------------------------------------- shape inference
+#: The largest extent of one dimension (and of a product of dims per sample) a layer may
+#: have: beyond it the cost model's int64 tile arithmetic would overflow.
+MAX_EXTENT = 2**40
+
+
+class _Inference:
+    """What one op's inference rule sees: the layer's name, op, attributes and inputs.
+
+    ``a`` is the attribute dict being normalized (rules update it in place); ``x`` is the
+    first input's shape and ``n`` the batch size.
+    """
+
+    __slots__ = ("name", "op", "a", "shapes", "dims_in", "x", "n")
+
+    def __init__(self, name: str, op: str, attrs: dict, shapes: list[tuple[int, ...]],
+                 dims_in: list[tuple[str, ...]]):
+        self.name, self.op, self.a = name, op, dict(attrs)
+        self.shapes, self.dims_in = shapes, dims_in
+        self.x = shapes[0] if shapes else ()
+        self.n = self.x[0] if self.x else 0
+
+    def error(self, message: str) -> InvalidGraphError:
+        return InvalidGraphError(f"layer {self.name!r} ({self.op}): {message}")
+
+    def need_rank(self, lo_rank: int, hi_rank: int | None = None, idx: int = 0) -> None:
+        r = len(self.shapes[idx])
+        if r < lo_rank or (hi_rank is not None and r > hi_rank):
+            want = f"{lo_rank}" if hi_rank == lo_rank else \
+                f"{lo_rank}..{hi_rank}" if hi_rank else f">= {lo_rank}"
+            raise self.error(f"input {idx} has shape {self.shapes[idx]} (rank {r}); expected "
+                             f"rank {want} (batch first)")
+
+    def integer(self, key: str, default: Any = None, *, minimum: int | None = 1) -> int:
+        """An integer attribute (``True``, ``2.5``, ``"2"`` refused)."""
+        v = self.a.get(key, default)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v) == int(v):
+                v = int(v)
+            else:
+                raise self.error(f"{key} must be an integer, got {v!r:.40}")
+        v = int(v)
+        if minimum is not None and v < minimum:
+            raise self.error(f"{key} {v} must be >= {minimum}")
+        if v > MAX_EXTENT:
+            raise self.error(f"{key} {v} is larger than {MAX_EXTENT} (2**40)")
+        return v
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.a.get(key, default)
+        if not isinstance(v, (bool, np.bool_, int, np.integer)) or int(v) not in (0, 1):
+            raise self.error(f"{key} must be true or false, got {v!r:.40}")
+        return bool(v)
+
+    def kind(self, default: str) -> str:
+        v = self.a.get("kind", default)
+        if v not in ("max", "avg"):
+            raise self.error(f"kind {v!r:.40} is not 'max' or 'avg'")
+        return v
+
+    def ints(self, key: str, v: Any, n: int) -> tuple[int, ...]:
+        """An int or a sequence of ``n`` ints (kernel, stride, padding, ...)."""
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+            v = (v,) * n
+        if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Iterable):
+            raise self.error(f"{key} must be an int or a sequence of {n} ints, got {v!r:.40}")
+        t = []
+        for x in v:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+                raise self.error(f"{key} must be an int or a sequence of {n} ints, got "
+                                 f"{v!r:.40}")
+            if abs(int(x)) > MAX_EXTENT:
+                raise self.error(f"{key} {v!r:.40} holds a value beyond {MAX_EXTENT}")
+            t.append(int(x))
+        if len(t) != n:
+            raise self.error(f"{key} {v!r:.40} has {len(t)} entries; the input has {n} spatial "
+                             f"dims, so give {n} (or one int)")
+        return tuple(t)
+
+    def letters(self, key: str, rank: int, default: tuple[str, ...]) -> tuple[str, ...]:
+        v = self.a.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, (str, tuple, list)) or not all(isinstance(c, str) for c in v):
+            raise self.error(f"{key} must be a string of dim letters, got {v!r:.40}")
+        dims = tuple(v)
+        _check_dims(self.name, dims, rank)
+        return dims
+
+
+#: What a rule returns: (normalized attrs, output shape, dims, params, forward FLOPs/sample).
+_Inferred = tuple[dict, tuple[int, ...], tuple[str, ...], int, float]
+
+
+def _infer_input(c: _Inference) -> _Inferred:
+    shape = c.a.get("shape", ())
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise c.error(f"shape must be a list of positive ints, got {shape!r:.40}")
+    shape = c.ints("shape", tuple(shape), len(tuple(shape)))
+    if not shape or any(v <= 0 for v in shape):
+        raise c.error(f"shape {shape} must be non-empty with positive dims (batch first)")
+    dims = c.letters("dims", len(shape), _default_dims(len(shape)))
+    c.a["shape"], c.a["dims"] = shape, dims
+    return c.a, shape, dims, 0, 0.0
+
+
+def _infer_window(c: _Inference) -> _Inferred:
+    """conv and pool: a sliding window over the spatial dims (1-D, 2-D or 3-D)."""
+    c.need_rank(3, 5)
+    a, x, name, op = c.a, c.x, c.name, c.op
+    nsp = len(x) - 2
+    k = c.ints("kernel", a.get("kernel"), nsp)
+    s = c.ints("stride", a.get("stride") if a.get("stride") is not None else k, nsp)
+    p = c.ints("padding", a.get("padding", 0), nsp)
+    d = c.ints("dilation", a.get("dilation", 1), nsp)
+    if any(v <= 0 for v in k + s + d) or any(v < 0 for v in p):
+        raise c.error(f"kernel {k}, stride {s}, dilation {d} must be positive and padding {p} "
+                      "non-negative")
+    a.update(kernel=k, stride=s, padding=p, dilation=d)
+    if op == "pool":
+        a["kind"] = c.kind("max")
+        if any(pp > kk // 2 for pp, kk in zip(p, k)):
+            raise c.error(f"padding {p} exceeds half the kernel {k}")
+        a["ceil_mode"] = c.flag("ceil_mode", False)
+        out = (c.n, x[1]) + _window_out(name, op, x[2:], k, s, p, d, a["ceil_mode"])
+        return a, out, c.dims_in[0], 0, float(_prod(out[1:]) * _prod(k))
+    cin = x[1]
+    cout = c.integer("out_channels", 0)
+    g = c.integer("groups", 1)
+    if a.get("in_channels") is not None and c.integer("in_channels") != cin:
+        raise c.error(f"input 0 has {cin} channels (shape {x}) but "
+                      f"in_channels={a['in_channels']}")
+    if cin % g or cout % g:
+        raise c.error(f"groups={g} must divide in_channels={cin} and out_channels={cout}")
+    a.update(out_channels=cout, groups=g, bias=c.flag("bias", True), in_channels=cin)
+    out = (c.n, cout) + _window_out(name, op, x[2:], k, s, p, d, False)
+    params = cout * (cin // g) * _prod(k) + (cout if a["bias"] else 0)
+    flops = 2.0 * _prod(out[1:]) * (cin // g) * _prod(k)
+    return a, out, c.dims_in[0], params, flops
+
+
+def _infer_adaptive_pool(c: _Inference) -> _Inferred:
+    c.need_rank(3, 5)
+    x = c.x
+    osz = c.ints("output_size", c.a.get("output_size"), len(x) - 2)
+    if any(v <= 0 for v in osz):
+        raise c.error(f"output_size {osz} must be positive")
+    c.a.update(output_size=osz, kind=c.kind("avg"))
+    win = 1
+    for i_, o_ in zip(x[2:], osz):
+        j = np.arange(o_)
+        win *= int(np.sum(-((-(j + 1) * i_) // o_) - (j * i_) // o_))
+    return c.a, (c.n, x[1]) + osz, c.dims_in[0], 0, float(x[1] * win)
+
+
+def _infer_global_pool(c: _Inference) -> _Inferred:
+    c.need_rank(3, 5)
+    c.a["kind"] = c.kind("avg")
+    out = (c.n, c.x[1]) + (1,) * (len(c.x) - 2)
+    return c.a, out, c.dims_in[0], 0, float(_prod(c.x[1:]))
+
+
+def _infer_linear(c: _Inference) -> _Inferred:
+    c.need_rank(2)
+    x = c.x
+    fin = x[-1]
+    fout = c.integer("out_features", 0)
+    if c.a.get("in_features") is not None and c.integer("in_features") != fin:
+        raise c.error(f"input 0 has {fin} features (shape {x}) but "
+                      f"in_features={c.a['in_features']}; add a flatten or fix in_features")
+    c.a.update(out_features=fout, in_features=fin, bias=c.flag("bias", True))
+    params = fin * fout + (fout if c.a["bias"] else 0)
+    return c.a, x[:-1] + (fout,), c.dims_in[0], params, 2.0 * _prod(x[1:-1]) * fin * fout
+
+
+def _elementwise_rule(flops_per_element: int, params: Callable[[_Inference], int] | None = None,
+                      check: Callable[[_Inference], None] | None = None):
+    """A same-shape op: ``flops_per_element`` FLOPs per output element, ``params(c)``."""
+    def rule(c: _Inference) -> _Inferred:
+        if params is not None:
+            c.need_rank(2)
+        if check is not None:
+            check(c)
+        n_params = params(c) if params is not None else 0
+        return c.a, c.x, c.dims_in[0], n_params, float(flops_per_element * _prod(c.x[1:]))
+    return rule
+
+
+def _check_fn(c: _Inference) -> None:
+    fn = c.a.get("fn", "relu")
+    if not isinstance(fn, str) or not fn:
+        raise c.error(f"fn must be a non-empty string, got {fn!r:.40}")
+    c.a["fn"] = fn
+
+
+def _check_p(c: _Inference) -> None:
+    pr = c.a.get("p", 0.5)
+    if isinstance(pr, (bool, np.bool_)) or not isinstance(pr, (int, float, np.number)) \
+            or not 0.0 <= float(pr) < 1.0:
+        raise c.error(f"p={pr!r:.40} must be a number in [0, 1)")
+    c.a["p"] = float(pr)
+
+
+def _infer_add_mul(c: _Inference) -> _Inferred:
+    shapes, op = c.shapes, c.op
+    out = c.x
+    if op == "mul" and len({len(s) for s in shapes}) == 1:
+        out = tuple(max(col) for col in zip(*shapes))
+    for j, sj in enumerate(shapes):
+        if not (len(sj) == len(out) and all(v == o or (op == "mul" and v == 1)
+                                            for v, o in zip(sj, out))):
+            why = ("the shape of input 0; add does not broadcast" if op == "add" else
+                   "the broadcast shape; mul broadcasts size-1 dims only")
+            raise c.error(f"input {j} has shape {sj}, expected {out} ({why})")
+    dims = c.dims_in[shapes.index(out)] if out in shapes else c.dims_in[0]
+    return c.a, out, dims, 0, float((len(shapes) - 1) * _prod(out[1:]))
+
+
+def _infer_concat(c: _Inference) -> _Inferred:
+    x, d0 = c.x, c.dims_in[0]
+    dim = c.a.get("dim", "c")
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
+        if not 1 <= int(dim) < len(x):
+            raise c.error(f"axis {dim} must be in 1..{len(x) - 1} (the batch axis 0 cannot be "
+                          "concatenated)")
+        dim = d0[int(dim)]
+    if not isinstance(dim, str) or dim not in d0 or dim == d0[0]:
+        raise c.error(f"dim {dim!r:.40} is not a non-batch dim of input 0 (dims "
+                      f"{''.join(d0)})")
+    axis = d0.index(dim)
+    c.a["dim"] = dim
+    for j, sj in enumerate(c.shapes):
+        if len(sj) != len(x) or any(v != w for t, (v, w) in enumerate(zip(sj, x)) if t != axis):
+            raise c.error(f"input {j} has shape {sj} but input 0 has {x}; all dims except "
+                          f"{dim!r} (axis {axis}) must match")
+    out = x[:axis] + (sum(s[axis] for s in c.shapes),) + x[axis + 1:]
+    return c.a, out, d0, 0, 0.0
+
+
+def _infer_flatten(c: _Inference) -> _Inferred:
+    c.need_rank(2)
+    return c.a, (c.n, _prod(c.x[1:])), ("n", "c"), 0, 0.0
+
+
+def _infer_reshape(c: _Inference) -> _Inferred:
+    x = c.x
+    raw = c.a.get("shape", ())
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Iterable):
+        raise c.error(f"shape must be a list of ints, got {raw!r:.40}")
+    raw = tuple(raw)
+    shape = list(c.ints("shape", raw, len(raw)))
+    per = _prod(x[1:])
+    if shape.count(-1) > 1 or any(v == 0 or v < -1 for v in shape) or not shape:
+        raise c.error(f"shape {tuple(shape)} (per sample, batch excluded) must have positive "
+                      "dims and at most one -1")
+    if -1 in shape:
+        known = _prod(v for v in shape if v != -1)
+        if per % known:
+            raise c.error(f"cannot reshape {per} elements per sample (input shape {x}) into "
+                          f"{tuple(shape)}")
+        shape[shape.index(-1)] = per // known
+    if _prod(shape) != per:
+        raise c.error(f"input 0 has {per} elements per sample (shape {x}) but the target shape "
+                      f"{tuple(shape)} has {_prod(shape)}")
+    out = (c.n,) + tuple(shape)
+    dims = c.letters("dims", len(out), _default_dims(len(out)))
+    c.a.update(shape=tuple(shape), dims=dims)
+    return c.a, out, dims, 0, 0.0
+
+
+def _infer_transpose(c: _Inference) -> _Inferred:
+    x = c.x
+    raw = c.a.get("perm", ())
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Iterable):
+        raise c.error(f"perm must be a list of axis indices, got {raw!r:.40}")
+    raw = tuple(raw)
+    perm = c.ints("perm", raw, len(raw))
+    if sorted(perm) != list(range(len(x))) or perm[0] != 0:
+        raise c.error(f"perm {perm} must be a permutation of 0..{len(x) - 1} that keeps the "
+                      "batch axis 0 first")
+    out = tuple(x[p_] for p_ in perm)
+    dims = c.letters("dims", len(out), tuple(c.dims_in[0][p_] for p_ in perm))
+    c.a.update(perm=perm, dims=dims)
+    return c.a, out, dims, 0, 0.0
+
+
+def _infer_loss(c: _Inference) -> _Inferred:
+    c.need_rank(2)
+    return c.a, (c.n,), ("n",), 0, float(3 * _prod(c.x[1:]))
+
+
+def _infer_embedding(c: _Inference) -> _Inferred:
+    c.need_rank(2)
+    vocab, dim = c.integer("vocab", 0), c.integer("dim", 0)
+    c.a.update(vocab=vocab, dim=dim)
+    dims = _unique_letters(c.dims_in[0] + ("c",))
+    return c.a, c.x + (dim,), dims, vocab * dim, 0.0
+
+
+def _infer_matmul(c: _Inference) -> _Inferred:
+    A, B = c.shapes
+    if len(A) < 3 or len(A) != len(B):
+        raise c.error(f"inputs must have the same rank >= 3 ((N, *B, M, K) and (N, *B, K, P)); "
+                      f"got {A} and {B}")
+    if A[:-2] != B[:-2]:
+        raise c.error(f"batch dims differ: input 0 {A}, input 1 {B} (no broadcasting: both "
+                      "must share (N, *B))")
+    if A[-1] != B[-2]:
+        raise c.error(f"input 0 {A} has K={A[-1]} but input 1 {B} has K={B[-2]} (second to "
+                      "last dim); transpose one of them")
+    out = A[:-1] + (B[-1],)
+    dims = _unique_letters(c.dims_in[0][:-1] + (c.dims_in[1][-1],))
+    return c.a, out, dims, 0, 2.0 * _prod(A[1:-1]) * A[-1] * B[-1]
+
+
+def _all_dims(layer: "Layer") -> tuple[str, ...]:
+    return layer.dims
+
+
+@dataclass(frozen=True)
+class _OpRule:
+    """Everything op-specific about a layer, in one row of :data:`_RULES`.
+
+    Attributes
+    ----------
+    infer : callable
+        ``(_Inference) -> (attrs, output shape, dims, params, flops per sample)``.
+    region : callable
+        ``(layer, i, lo, hi) -> (in_lo, in_hi)``, unclipped (see :meth:`Layer.input_region`).
+    arity : (int, int or None)
+        Least and most inputs (``None``: no most).
+    parallel : callable
+        ``layer -> dims`` a configuration may split.
+    weight_split : callable
+        ``layer -> dims`` whose split also splits the parameters.
+    """
+
+    infer: Callable[[_Inference], _Inferred]
+    region: Callable
+    arity: tuple[int, int | None] = (1, 1)
+    parallel: Callable[["Layer"], tuple[str, ...]] = _all_dims
+    weight_split: Callable[["Layer"], tuple[str, ...]] = lambda layer: ()
+
+
+def _batch_dim(layer: "Layer") -> tuple[str, ...]:
+    return ("n",) if "n" in layer.dims else layer.dims[:1]
+
+
+_RULES: dict[str, _OpRule] = {
+    "input": _OpRule(_infer_input, _region_none, arity=(0, 0)),
+    "conv": _OpRule(_infer_window, _region_window,
+                    weight_split=lambda layer: (layer.dims[1],)),
+    "pool": _OpRule(_infer_window, _region_window),
+    "adaptive_pool": _OpRule(_infer_adaptive_pool, _region_adaptive),
+    "global_pool": _OpRule(_infer_global_pool, _region_global,
+                           parallel=lambda layer: layer.dims[:2]),
+    "linear": _OpRule(_infer_linear, _region_lastdim_all,
+                      weight_split=lambda layer: (layer.dims[-1],)),
+    "batchnorm": _OpRule(_elementwise_rule(2, params=lambda c: 2 * c.x[1]), _region_same,
+                         weight_split=lambda layer: (layer.dims[1],)),
+    "layernorm": _OpRule(_elementwise_rule(5, params=lambda c: 2 * c.x[-1]),
+                         _region_lastdim_all, parallel=lambda layer: layer.dims[:-1]),
+    "elementwise": _OpRule(_elementwise_rule(1, check=_check_fn), _region_same),
+    "add": _OpRule(_infer_add_mul, _region_same, arity=(2, None)),
+    "mul": _OpRule(_infer_add_mul, _region_same, arity=(2, None)),
+    "concat": _OpRule(_infer_concat, _region_concat, arity=(1, None)),
+    "flatten": _OpRule(_infer_flatten, _region_samples, parallel=_batch_dim),
+    "reshape": _OpRule(_infer_reshape, _region_samples, parallel=_batch_dim),
+    "transpose": _OpRule(_infer_transpose, _region_transpose),
+    "dropout": _OpRule(_elementwise_rule(1, check=_check_p), _region_same),
+    "softmax": _OpRule(_elementwise_rule(3), _region_lastdim_all,
+                       parallel=lambda layer: layer.dims[:-1]),
+    "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim),
+    "embedding": _OpRule(_infer_embedding, _region_embedding,
+                         weight_split=lambda layer: (layer.dims[-1],)),
+    "matmul": _OpRule(_infer_matmul, _region_matmul, arity=(2, 2)),
 }
 
 #: Every op a layer may have.
-OPS = tuple(_REGION)
-
-# --------------------------------------------------------------------- shape inference
-_ARITY = {"input": (0, 0), "add": (2, None), "mul": (2, None), "concat": (1, None),
-          "matmul": (2, 2)}
-
-
-def _tuple_n(layer: str, what: str, v: Any, n: int) -> tuple[int, ...]:
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return (int(v),) * n
-    try:
-        t = tuple(int(x) for x in v)
-    except TypeError:
-        raise InvalidGraphError(
-            f"layer {layer!r}: {what} must be an int or a sequence of {n} ints, got {v!r}"
-        ) from None
-    if len(t) != n:
-        raise InvalidGraphError(
-            f"layer {layer!r}: {what} {v!r} has {len(t)} entries; the input has {n} "
-            f"spatial dims, so give {n} (or one int)")
-    return t
+OPS = tuple(_RULES)
 
 
 def _window_out(name, op, in_sp, k, s, p, d, ceil_mode):
@@ -490,264 +824,9 @@ def _window_out(name, op, in_sp, k, s, p, d, ceil_mode):
 
 
 def _infer(name: str, op: str, attrs: dict, shapes: list[tuple[int, ...]],
-           dims_in: list[tuple[str, ...]]):
+           dims_in: list[tuple[str, ...]]) -> _Inferred:
     """Return (normalized attrs, output shape, dims, params, flops per sample)."""
-    a = dict(attrs)
-
-    def need_rank(lo_rank, hi_rank=None, idx=0):
-        r = len(shapes[idx])
-        if r < lo_rank or (hi_rank is not None and r > hi_rank):
-            want = f"{lo_rank}" if hi_rank == lo_rank else \
-                f"{lo_rank}..{hi_rank}" if hi_rank else f">= {lo_rank}"
-            raise InvalidGraphError(
-                f"layer {name!r} ({op}): input {idx} has shape {shapes[idx]} (rank {r}); "
-                f"expected rank {want} (batch first)")
-
-    if op == "input":
-        shape = tuple(int(x) for x in a.get("shape", ()))
-        if not shape or any(x <= 0 for x in shape):
-            raise InvalidGraphError(
-                f"layer {name!r} (input): shape {shape} must be non-empty with positive dims "
-                "(batch first)")
-        dims = a.get("dims")
-        dims = _default_dims(len(shape)) if dims is None else tuple(dims)
-        _check_dims(name, dims, len(shape))
-        a["shape"], a["dims"] = shape, dims
-        return a, shape, dims, 0, 0.0
-
-    x = shapes[0] if shapes else ()
-    N = x[0] if x else 0
-
-    if op in ("conv", "pool"):
-        need_rank(3, 5)
-        nsp = len(x) - 2
-        k = _tuple_n(name, "kernel", a.get("kernel"), nsp)
-        s = _tuple_n(name, "stride", a.get("stride") if a.get("stride") is not None else k,
-                     nsp)
-        p = _tuple_n(name, "padding", a.get("padding", 0), nsp)
-        d = _tuple_n(name, "dilation", a.get("dilation", 1), nsp)
-        if any(v <= 0 for v in k + s + d) or any(v < 0 for v in p):
-            raise InvalidGraphError(
-                f"layer {name!r} ({op}): kernel {k}, stride {s}, dilation {d} must be "
-                f"positive and padding {p} non-negative")
-        a.update(kernel=k, stride=s, padding=p, dilation=d)
-        if op == "pool":
-            kind = a.get("kind", "max")
-            if kind not in ("max", "avg"):
-                raise InvalidGraphError(
-                    f"layer {name!r} (pool): kind {kind!r} is not 'max' or 'avg'")
-            if any(pp > kk // 2 for pp, kk in zip(p, k)):
-                raise InvalidGraphError(
-                    f"layer {name!r} (pool): padding {p} exceeds half the kernel {k}")
-            a["kind"] = kind
-            a["ceil_mode"] = bool(a.get("ceil_mode", False))
-            out_sp = _window_out(name, op, x[2:], k, s, p, d, a["ceil_mode"])
-            out = (N, x[1]) + out_sp
-            return a, out, dims_in[0], 0, float(_prod(out[1:]) * _prod(k))
-        cin = x[1]
-        cout = int(a.get("out_channels", 0))
-        g = int(a.get("groups", 1))
-        if cout <= 0 or g <= 0:
-            raise InvalidGraphError(
-                f"layer {name!r} (conv): out_channels {cout} and groups {g} must be positive")
-        if a.get("in_channels") is not None and int(a["in_channels"]) != cin:
-            raise InvalidGraphError(
-                f"layer {name!r} (conv): input 0 has {cin} channels (shape {x}) but "
-                f"in_channels={a['in_channels']}")
-        if cin % g or cout % g:
-            raise InvalidGraphError(
-                f"layer {name!r} (conv): groups={g} must divide in_channels={cin} and "
-                f"out_channels={cout}")
-        a.update(out_channels=cout, groups=g, bias=bool(a.get("bias", True)), in_channels=cin)
-        out_sp = _window_out(name, op, x[2:], k, s, p, d, False)
-        out = (N, cout) + out_sp
-        params = cout * (cin // g) * _prod(k) + (cout if a["bias"] else 0)
-        flops = 2.0 * _prod(out[1:]) * (cin // g) * _prod(k)
-        return a, out, dims_in[0], params, flops
-
-    if op == "adaptive_pool":
-        need_rank(3, 5)
-        nsp = len(x) - 2
-        osz = _tuple_n(name, "output_size", a.get("output_size"), nsp)
-        if any(v <= 0 for v in osz):
-            raise InvalidGraphError(
-                f"layer {name!r} (adaptive_pool): output_size {osz} must be positive")
-        kind = a.get("kind", "avg")
-        if kind not in ("max", "avg"):
-            raise InvalidGraphError(
-                f"layer {name!r} (adaptive_pool): kind {kind!r} is not 'max' or 'avg'")
-        a.update(output_size=osz, kind=kind)
-        win = 1
-        for i_, o_ in zip(x[2:], osz):
-            j = np.arange(o_)
-            win *= int(np.sum(-((-(j + 1) * i_) // o_) - (j * i_) // o_))
-        return a, (N, x[1]) + osz, dims_in[0], 0, float(x[1] * win)
-
-    if op == "global_pool":
-        need_rank(3, 5)
-        kind = a.get("kind", "avg")
-        if kind not in ("max", "avg"):
-            raise InvalidGraphError(
-                f"layer {name!r} (global_pool): kind {kind!r} is not 'max' or 'avg'")
-        a["kind"] = kind
-        out = (N, x[1]) + (1,) * (len(x) - 2)
-        return a, out, dims_in[0], 0, float(_prod(x[1:]))
-
-    if op == "linear":
-        need_rank(2)
-        fin = x[-1]
-        fout = int(a.get("out_features", 0))
-        if fout <= 0:
-            raise InvalidGraphError(
-                f"layer {name!r} (linear): out_features {fout} must be positive")
-        if a.get("in_features") is not None and int(a["in_features"]) != fin:
-            raise InvalidGraphError(
-                f"layer {name!r} (linear): input 0 has {fin} features (shape {x}) but "
-                f"in_features={a['in_features']}; add a flatten or fix in_features")
-        a.update(out_features=fout, in_features=fin, bias=bool(a.get("bias", True)))
-        out = x[:-1] + (fout,)
-        params = fin * fout + (fout if a["bias"] else 0)
-        return a, out, dims_in[0], params, 2.0 * _prod(x[1:-1]) * fin * fout
-
-    if op in ("batchnorm", "layernorm", "elementwise", "dropout", "softmax"):
-        if op == "batchnorm":
-            need_rank(2)
-            params = 2 * x[1]
-        elif op == "layernorm":
-            need_rank(2)
-            params = 2 * x[-1]
-        else:
-            params = 0
-        if op == "elementwise":
-            fn = a.get("fn", "relu")
-            if not isinstance(fn, str) or not fn:
-                raise InvalidGraphError(
-                    f"layer {name!r} (elementwise): fn must be a non-empty string, got {fn!r}")
-            a["fn"] = fn
-        if op == "dropout":
-            pr = float(a.get("p", 0.5))
-            if not 0.0 <= pr < 1.0:
-                raise InvalidGraphError(f"layer {name!r} (dropout): p={pr} must be in [0, 1)")
-            a["p"] = pr
-        return a, x, dims_in[0], params, float(_ELEMENT_FLOPS[op] * _prod(x[1:]))
-
-    if op in ("add", "mul"):
-        out = x
-        if op == "mul":
-            out = tuple(max(col) for col in zip(*shapes)) if \
-                len({len(s) for s in shapes}) == 1 else x
-        for j, sj in enumerate(shapes):
-            ok = len(sj) == len(out) and all(
-                v == o or (op == "mul" and v == 1) for v, o in zip(sj, out))
-            if not ok:
-                why = ("the shape of input 0; add does not broadcast" if op == "add" else
-                       "the broadcast shape; mul broadcasts size-1 dims only")
-                raise InvalidGraphError(
-                    f"layer {name!r} ({op}): input {j} has shape {sj}, expected {out} ({why})")
-        dims = dims_in[shapes.index(out)] if out in shapes else dims_in[0]
-        return a, out, dims, 0, float((len(shapes) - 1) * _prod(out[1:]))
-
-    if op == "concat":
-        dim = a.get("dim", "c")
-        d0 = dims_in[0]
-        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
-            if not 1 <= int(dim) < len(x):
-                raise InvalidGraphError(
-                    f"layer {name!r} (concat): axis {dim} must be in 1..{len(x) - 1} "
-                    "(the batch axis 0 cannot be concatenated)")
-            dim = d0[int(dim)]
-        if dim not in d0 or dim == d0[0]:
-            raise InvalidGraphError(
-                f"layer {name!r} (concat): dim {dim!r} is not a non-batch dim of input 0 "
-                f"(dims {''.join(d0)})")
-        axis = d0.index(dim)
-        a["dim"] = dim
-        for j, sj in enumerate(shapes):
-            if len(sj) != len(x) or any(v != w for t, (v, w) in enumerate(zip(sj, x))
-                                        if t != axis):
-                raise InvalidGraphError(
-                    f"layer {name!r} (concat): input {j} has shape {sj} but input 0 has {x}; "
-                    f"all dims except {dim!r} (axis {axis}) must match")
-        out = x[:axis] + (sum(s[axis] for s in shapes),) + x[axis + 1:]
-        return a, out, d0, 0, 0.0
-
-    if op == "flatten":
-        need_rank(2)
-        return a, (N, _prod(x[1:])), ("n", "c"), 0, 0.0
-
-    if op == "reshape":
-        shape = [int(v) for v in a.get("shape", ())]
-        per = _prod(x[1:])
-        if shape.count(-1) > 1 or any(v == 0 or v < -1 for v in shape) or not shape:
-            raise InvalidGraphError(
-                f"layer {name!r} (reshape): shape {tuple(shape)} (per sample, batch excluded) "
-                "must have positive dims and at most one -1")
-        if -1 in shape:
-            known = _prod(v for v in shape if v != -1)
-            if per % known:
-                raise InvalidGraphError(
-                    f"layer {name!r} (reshape): cannot reshape {per} elements per sample "
-                    f"(input shape {x}) into {tuple(shape)}")
-            shape[shape.index(-1)] = per // known
-        if _prod(shape) != per:
-            raise InvalidGraphError(
-                f"layer {name!r} (reshape): input 0 has {per} elements per sample (shape "
-                f"{x}) but the target shape {tuple(shape)} has {_prod(shape)}")
-        out = (N,) + tuple(shape)
-        dims = a.get("dims")
-        dims = _default_dims(len(out)) if dims is None else tuple(dims)
-        _check_dims(name, dims, len(out))
-        a.update(shape=tuple(shape), dims=dims)
-        return a, out, dims, 0, 0.0
-
-    if op == "transpose":
-        perm = tuple(int(v) for v in a.get("perm", ()))
-        if sorted(perm) != list(range(len(x))) or perm[0] != 0:
-            raise InvalidGraphError(
-                f"layer {name!r} (transpose): perm {perm} must be a permutation of "
-                f"0..{len(x) - 1} that keeps the batch axis 0 first")
-        out = tuple(x[p_] for p_ in perm)
-        dims = a.get("dims")
-        dims = tuple(dims_in[0][p_] for p_ in perm) if dims is None else tuple(dims)
-        _check_dims(name, dims, len(out))
-        a.update(perm=perm, dims=dims)
-        return a, out, dims, 0, 0.0
-
-    if op == "loss":
-        need_rank(2)
-        return a, (N,), ("n",), 0, float(3 * _prod(x[1:]))
-
-    if op == "embedding":
-        need_rank(2)
-        vocab, dim = int(a.get("vocab", 0)), int(a.get("dim", 0))
-        if vocab <= 0 or dim <= 0:
-            raise InvalidGraphError(
-                f"layer {name!r} (embedding): vocab {vocab} and dim {dim} must be positive")
-        a.update(vocab=vocab, dim=dim)
-        dims = _unique_letters(dims_in[0] + ("c",))
-        return a, x + (dim,), dims, vocab * dim, 0.0
-
-    if op == "matmul":
-        A, B = shapes
-        if len(A) < 3 or len(A) != len(B):
-            raise InvalidGraphError(
-                f"layer {name!r} (matmul): inputs must have the same rank >= 3 "
-                f"((N, *B, M, K) and (N, *B, K, P)); got {A} and {B}")
-        if A[:-2] != B[:-2]:
-            raise InvalidGraphError(
-                f"layer {name!r} (matmul): batch dims differ: input 0 {A}, input 1 {B} "
-                "(no broadcasting: both must share (N, *B))")
-        if A[-1] != B[-2]:
-            raise InvalidGraphError(
-                f"layer {name!r} (matmul): input 0 {A} has K={A[-1]} but input 1 {B} has "
-                f"K={B[-2]} (second to last dim); transpose one of them")
-        out = A[:-1] + (B[-1],)
-        dims = _unique_letters(dims_in[0][:-1] + (dims_in[1][-1],))
-        flops = 2.0 * _prod(A[1:-1]) * A[-1] * B[-1]
-        return a, out, dims, 0, flops
-
-    raise InvalidGraphError(  # pragma: no cover - op checked by the caller
-        f"layer {name!r}: unknown op {op!r}")
+    return _RULES[op].infer(_Inference(name, op, attrs, shapes, dims_in))
 
 
 def _check_dims(name: str, dims: tuple[str, ...], rank: int) -> None:
@@ -818,13 +897,13 @@ class LayerGraph:
         if name in self._layers:
             raise InvalidGraphError(
                 f"duplicate layer name {name!r}: each layer needs its own name")
-        if op not in _REGION:
+        if not isinstance(op, str) or op not in _RULES:
             raise InvalidGraphError(
                 f"layer {name!r}: unknown op {op!r}; known ops: {', '.join(OPS)}")
         if isinstance(inputs, str):
             inputs = (inputs,)
         inputs = tuple(str(v) for v in inputs)
-        lo_ar, hi_ar = _ARITY.get(op, (1, 1))
+        lo_ar, hi_ar = _RULES[op].arity
         if len(inputs) < lo_ar or (hi_ar is not None and len(inputs) > hi_ar):
             want = f"{lo_ar}" if lo_ar == hi_ar else f"at least {lo_ar}" if hi_ar is None \
                 else f"{lo_ar}..{hi_ar}"
@@ -840,8 +919,18 @@ class LayerGraph:
         if op != "input" and len({s[0] for s in shapes}) > 1:
             raise InvalidGraphError(
                 f"layer {name!r} ({op}): inputs have different batch sizes {shapes}")
-        attrs = {k: _freeze(v) for k, v in attrs.items()}
-        a, out, dims, params, flops = _infer(name, op, attrs, shapes, dims_in)
+        try:
+            attrs = {k: _freeze(v) for k, v in attrs.items()}
+        except TypeError as exc:
+            raise InvalidGraphError(f"layer {name!r} ({op}): {exc}") from None
+        try:
+            a, out, dims, params, flops = _infer(name, op, attrs, shapes, dims_in)
+        except InvalidGraphError:
+            raise
+        except (TypeError, ValueError, OverflowError) as exc:
+            # a rule met an attribute of a type it does not check for: name the layer
+            raise InvalidGraphError(f"layer {name!r} ({op}): invalid attributes "
+                                    f"{dict(attrs)!r:.120} ({exc})") from None
         if op == "input" and self._layers:
             b = self.batch_size
             if b is not None and out[0] != b:
@@ -851,6 +940,10 @@ class LayerGraph:
         if any(v <= 0 for v in out):
             raise InvalidGraphError(
                 f"layer {name!r} ({op}): output shape {out} has a non-positive dimension")
+        if _prod(out) > MAX_EXTENT:
+            raise InvalidGraphError(
+                f"layer {name!r} ({op}): output shape {out} has {_prod(out):.3g} elements, "
+                f"more than the {MAX_EXTENT:.3g} (2**40) a layer may have")
         layer = Layer(name=name, op=op, inputs=inputs, attrs=FrozenAttrs(a),
                       input_shapes=tuple(shapes), output_shape=tuple(int(v) for v in out),
                       dims=tuple(dims), params=int(params), flops=float(flops))
@@ -1063,9 +1156,12 @@ class LayerGraph:
         InvalidGraphError
             ``batch_size`` not a positive int.
         """
+        if isinstance(batch_size, (bool, np.bool_)) \
+                or not isinstance(batch_size, (int, np.integer)) \
+                or not 1 <= batch_size <= MAX_EXTENT:
+            raise InvalidGraphError(f"batch size {batch_size!r:.40} must be a positive integer "
+                                    f"(at most {MAX_EXTENT})")
         b = int(batch_size)
-        if b <= 0 or b != batch_size:
-            raise InvalidGraphError(f"batch size {batch_size!r} must be a positive integer")
         d = self.to_dict()
         for rec in d["layers"]:
             rec.pop("output_shape", None)
@@ -1099,78 +1195,103 @@ class LayerGraph:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "LayerGraph":
+    def from_dict(cls, data: Mapping, *, source: str = "<dict>") -> "LayerGraph":
         """Build a graph from :meth:`to_dict`'s format (layers may come in any order).
+
+        Parameters
+        ----------
+        data : mapping
+            The parsed document.
+        source : str
+            Where it came from (a path), the start of every error message.
 
         Raises
         ------
         FormatError
-            Not this format, wrong version, missing keys.
+            Not this format, wrong version, no layers, a field missing or of the wrong type
+            (names the layer record and the field).
         InvalidGraphError
             Cycles, unknown inputs or ops, shape mismatches, an ``output_shape`` that differs
-            from the inferred one.
+            from the inferred one (names the layer).
         """
-        if not isinstance(data, Mapping) or data.get("format") != GRAPH_FORMAT:
-            raise FormatError(
-                f"not a layer graph: expected 'format': {GRAPH_FORMAT!r}")
-        if data.get("version") != GRAPH_FORMAT_VERSION:
-            raise FormatError(
-                f"layer graph format version {data.get('version')!r} is not supported "
-                f"(this library reads version {GRAPH_FORMAT_VERSION})")
-        recs = data.get("layers")
-        if not isinstance(recs, list):
-            raise FormatError("layer graph: 'layers' must be a list of layer records")
-        by_name: dict[str, Mapping] = {}
+        doc = read_document(source, GRAPH_FORMAT, GRAPH_FORMAT_VERSION, data=data,
+                            what="layer graph")
+        f = Fields(source)
+        recs = f.array(f.get(doc, "layers", ""), "layers")
+        if not recs:
+            raise FormatError(f"{source}: the layer graph has no layers; a graph needs at least "
+                              "one input layer")
+        by_name: dict[str, dict] = {}
         for j, rec in enumerate(recs):
-            if not isinstance(rec, Mapping) or "name" not in rec or "op" not in rec:
-                raise FormatError(f"layer record {j} needs at least 'name' and 'op'")
-            if rec["name"] in by_name:
-                raise InvalidGraphError(
-                    f"duplicate layer name {rec['name']!r}: each layer needs its own name")
-            by_name[rec["name"]] = rec
+            where = f"layers[{j}]"
+            f.mapping(rec, where)
+            name = f.string(f.get(rec, "name", where), f"{where}.name")
+            if not name:
+                raise f.error(f"{where}.name", "must be a non-empty string")
+            if name in by_name:
+                raise FormatError(f"{source}: {where}: duplicate layer name {name!r}; each "
+                                  "layer needs its own name")
+            inputs = f.array(rec.get("inputs", []), f"{where}.inputs")
+            attrs = f.mapping(rec.get("attrs", {}), f"{where}.attrs")
+            shape = rec.get("output_shape")
+            if shape is not None:
+                shape = tuple(f.integer(v, f"{where}.output_shape[{i}]")
+                              for i, v in enumerate(f.array(shape, f"{where}.output_shape")))
+            by_name[name] = {
+                "op": f.string(f.get(rec, "op", where), f"{where}.op"),
+                "inputs": tuple(f.string(u, f"{where}.inputs[{i}]")
+                                for i, u in enumerate(inputs)),
+                "attrs": dict(attrs), "output_shape": shape}
+        graph_name = doc.get("name", "")
+        graph_name = f.string(graph_name, "name") if graph_name is not None else ""
+        try:
+            return cls._from_records(graph_name, by_name)
+        except InvalidGraphError as exc:
+            if source == "<dict>":
+                raise
+            raise InvalidGraphError(f"{source}: {exc}") from None
+
+    @classmethod
+    def _from_records(cls, name: str, by_name: dict[str, dict]) -> "LayerGraph":
         dep = nx.DiGraph()
         dep.add_nodes_from(by_name)
-        for rec in recs:
-            for u in rec.get("inputs", []):
+        for v, rec in by_name.items():
+            for u in rec["inputs"]:
                 if u not in by_name:
                     raise InvalidGraphError(
-                        f"layer {rec['name']!r} ({rec['op']}): unknown input layer {u!r}")
-                dep.add_edge(u, rec["name"])
+                        f"layer {v!r} ({rec['op']}): unknown input layer {u!r}")
+                dep.add_edge(u, v)
         if not nx.is_directed_acyclic_graph(dep):
             cyc = [u for u, _ in nx.find_cycle(dep)]
             raise InvalidGraphError(
                 f"the graph has a cycle through layers {cyc}; a layer graph must be acyclic")
-        pos = {r["name"]: j for j, r in enumerate(recs)}
+        pos = {v: j for j, v in enumerate(by_name)}
         order = nx.lexicographical_topological_sort(dep, key=lambda v: pos[v])
-        g = cls(data.get("name", ""))
+        g = cls(name)
         for v in order:
             rec = by_name[v]
-            g.add_layer(v, rec["op"], tuple(rec.get("inputs", ())), **dict(rec.get("attrs", {})))
-            if "output_shape" in rec and tuple(rec["output_shape"]) != g._layers[v].output_shape:
+            g.add_layer(v, rec["op"], rec["inputs"], **rec["attrs"])
+            stored = rec["output_shape"]
+            if stored is not None and stored != g._layers[v].output_shape:
                 raise InvalidGraphError(
-                    f"layer {v!r} ({rec['op']}): stored output_shape {tuple(rec['output_shape'])}"
-                    f" differs from the inferred {g._layers[v].output_shape}")
+                    f"layer {v!r} ({rec['op']}): stored output_shape {stored} differs from the "
+                    f"inferred {g._layers[v].output_shape}")
         return g
 
     def save(self, path: str | Path) -> None:
-        """Write :meth:`to_dict` as JSON to ``path``."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        """Write :meth:`to_dict` as JSON to ``path`` (gzip-compressed when it ends in .gz)."""
+        write_json(path, self.to_dict(), indent=1)
 
     @classmethod
     def load(cls, path: str | Path) -> "LayerGraph":
-        """Read a graph written by :meth:`save`.
+        """Read a graph written by :meth:`save` (gzip-compressed or not).
 
         Raises
         ------
         FormatError
-            Unreadable file or not JSON of this format (names the file).
+            Missing or unreadable file, not JSON, not this format, no layers, a malformed
+            field (names the file and the field).
+        InvalidGraphError
+            An inconsistent graph (names the file and the layer).
         """
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise FormatError(f"cannot read layer graph {str(path)!r}: {e}") from e
-        try:
-            return cls.from_dict(data)
-        except FormatError as e:
-            raise FormatError(f"{path}: {e}") from e
+        return cls.from_dict(read_json(path, what="layer graph file"), source=str(path))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import FormatError, InvalidGraphError
+from .io import read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import LayerGraph
@@ -236,12 +237,25 @@ def _fail(source: str, lineno: int, what: str) -> FormatError:
     return FormatError(f"{source}, line {lineno}: {what}")
 
 
-def _dims(source: str, lineno: int, text: str, what: str) -> list[int]:
+#: The largest number a shape may hold (beyond it the oracle's int64 arithmetic overflows).
+_MAX_DIM = 2**40
+
+
+def _dims(source: str, lineno: int, text: str, what: str, *, positive: bool = True
+          ) -> list[int]:
     t = text.strip()
     if not _DIMS_RE.match(t):
-        raise _fail(source, lineno, f"{what} {text!r} is not a shape like 3x226x226 "
+        raise _fail(source, lineno, f"{what} {text!r:.60} is not a shape like 3x226x226 "
                                     "(positive integers joined by 'x')")
-    return [int(v) for v in t.split("x")]
+    parts = t.split("x")
+    if any(len(v.lstrip("0")) > 13 for v in parts) or any(int(v) > _MAX_DIM for v in parts):
+        raise _fail(source, lineno, f"{what} {text!r:.60} holds a number beyond {_MAX_DIM} "
+                                    "(2**40)")
+    dims = [int(v) for v in parts]
+    if positive and 0 in dims:
+        raise _fail(source, lineno, f"{what} {text!r} has a zero dimension; every dimension of "
+                                    "an input or output shape must be >= 1")
+    return dims
 
 
 def _kind_of(name: str) -> str | None:
@@ -309,7 +323,7 @@ def parse_net(text: str, source: str = "<string>") -> NetTable:
             raise _fail(source, lineno, f"unknown layer kind in name {key!r}; names must start "
                                         f"with one of {', '.join(LAYER_KINDS)}")
         x = _dims(source, lineno, fields[1], "input shape")
-        w = _dims(source, lineno, fields[2], "weight shape")
+        w = _dims(source, lineno, fields[2], "weight shape", positive=False)
         y = _dims(source, lineno, fields[3], "output shape")
         if len(x) < 2 or len(y) != len(x) or len(w) != len(x) + 1:
             raise _fail(source, lineno, f"shape ranks do not fit: input {fields[1]} and output "
@@ -375,7 +389,7 @@ def read_net(path: str | Path) -> NetTable:
         As :func:`parse_net`, naming the file.
     """
     p = Path(path)
-    return parse_net(p.read_text(), source=str(p))
+    return parse_net(read_text(p, what="ParaDL layer table (.net)"), source=str(p))
 
 
 _PLAT_KEYS = ("MEM_PER_NODE", "NODE_SPEED", "BANDWIDTH", "LATENCY", "MAX_NODE", "GPU_PER_NODE")
@@ -423,6 +437,9 @@ def parse_platform(text: str, source: str = "<string>") -> Platform:
                                         "number") from None
         if not (math.isfinite(v) and v > 0):
             raise _fail(source, lineno, f"{fields[0]} must be a positive number, got {v}")
+        if fields[0] in ("MAX_NODE", "GPU_PER_NODE") and (v != int(v) or v > _MAX_DIM):
+            raise _fail(source, lineno, f"{fields[0]} must be a whole number of GPUs >= 1, got "
+                                        f"{fields[1]!r}")
         values[fields[0]] = v
     missing = [k for k in _PLAT_KEYS if k not in values]
     if missing:
@@ -442,7 +459,7 @@ def parse_platform(text: str, source: str = "<string>") -> Platform:
 def read_platform(path: str | Path) -> Platform:
     """Read a ParaDL platform file (``*.plat``). See :func:`parse_platform`."""
     p = Path(path)
-    return parse_platform(p.read_text(), source=str(p))
+    return parse_platform(read_text(p, what="ParaDL platform file (.plat)"), source=str(p))
 
 
 def parse_mask(text: str, source: str = "<string>", *,
@@ -504,7 +521,7 @@ def parse_mask(text: str, source: str = "<string>", *,
 def read_mask(path: str | Path, *, names: tuple[str, ...] | None = None) -> np.ndarray:
     """Read a ParaDL per-layer mask file (``*.lc``). See :func:`parse_mask`."""
     p = Path(path)
-    return parse_mask(p.read_text(), source=str(p), names=names)
+    return parse_mask(read_text(p, what="ParaDL layer mask (.lc)"), source=str(p), names=names)
 
 
 def to_layer_graph(table: NetTable, *, batch_size: int = 1) -> "LayerGraph":

@@ -16,7 +16,7 @@ A :class:`Plan` is a frozen value: ``str(plan)`` is a readable table, ``plan.to_
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import math
 import os
@@ -30,14 +30,17 @@ from .baselines import NodeConfigs, baseline_assignments, degrees_dict
 from .crosscheck import CROSS_CHECK_RTOL, NOT_RUN, CrossCheck
 from .crosscheck import compare as cross_check_results
 from .crosscheck import cross_check as run_cross_check
-from .errors import (FormatError, InfeasibleError, InvalidGraphError, InvalidProblemError,
-                     InvalidTopologyError)
+from .errors import (FormatError, InfeasibleError, InvalidGraphError,
+                     InvalidOptionError, InvalidTopologyError)
+from .io import decode, dumps, encode, loads, read_document, read_json, write_json
 from .problem import MEMORY_RTOL, Problem
 from .solvers import SolveResult, solve_problem
+from .solvers.options import validate_time_limit
 from .solvers.result import INFEASIBLE, OPTIMAL
 
-__all__ = ["solve", "make_problem", "Plan", "LayerChoice", "Baseline", "CrossCheck", "cross_check_results",
-           "least_memory_bytes", "PLAN_FORMAT", "PLAN_FORMAT_VERSION", "CROSS_CHECK_RTOL"]
+__all__ = ["solve", "make_problem", "explain", "Plan", "LayerChoice", "Baseline", "CrossCheck",
+           "Explanation", "LayerChange", "cross_check_results", "least_memory_bytes",
+           "PLAN_FORMAT", "PLAN_FORMAT_VERSION", "CROSS_CHECK_RTOL"]
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +175,9 @@ class Plan:
     problem_size : dict
         ``n_layers``, ``n_nodes``, ``n_edges``, ``n_configs`` (total), ``max_configs``,
         ``edge_table_entries``, ``build_seconds``.
+    constraints : dict
+        The ``fixed`` (``{node: label}``) and ``forbid`` (``{node: [labels]}``) choices the
+        plan was solved under (empty when none), by problem node.
     """
 
     model: str
@@ -198,6 +204,7 @@ class Plan:
     assignment: tuple[int, ...] = ()
     solver_stats: Mapping[str, Any] = field(default_factory=dict)
     problem_size: Mapping[str, Any] = field(default_factory=dict)
+    constraints: Mapping[str, Any] = field(default_factory=dict)
 
     # -------------------------------------------------------------- queries
     @property
@@ -222,6 +229,48 @@ class Plan:
             if lc.name == name:
                 return lc
         raise KeyError(f"the plan has no layer {name!r}")
+
+    def explain(self, layer: str, config: str | Mapping[str, int], *,
+                model: Any = None, cluster: Any = None) -> "Explanation":
+        """What forcing one layer's configuration would cost: re-solve and compare.
+
+        The plan's problem is solved again with ``layer`` pinned to ``config`` (and the
+        plan's own constraints); the answer says how the step time changes, split into
+        compute / sync / transfer, how the peak memory changes, and which other layers
+        change configuration as a consequence (graph neighbours flagged).
+
+        Parameters
+        ----------
+        layer : str
+            A layer of the plan.
+        config : str or mapping
+            A configuration label (``"h=2 w=2"``, ``"serial"``) or ``{dim: degree}``.
+        model, cluster : optional
+            The model and cluster to rebuild from, for a plan loaded from a file whose
+            model or cluster is not a zoo / preset name (a plan returned by :func:`solve`
+            in this process remembers its inputs).
+
+        Returns
+        -------
+        Explanation
+
+        Raises
+        ------
+        UnknownNameError
+            The plan has no such layer.
+        InvalidOptionError
+            The layer has no such configuration (lists those it has), or the plan's
+            inputs are unknown (pass ``model`` and ``cluster``).
+
+        Examples
+        --------
+        >>> import milp_parallel as mp
+        >>> plan = mp.solve("lenet5", "abci", devices=4, solver="dp", cross_check=False)
+        >>> e = plan.explain("conv1", "serial")
+        >>> e.delta_seconds >= 0
+        True
+        """
+        return explain(self, layer, config, model=model, cluster=cluster)
 
     # -------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
@@ -253,12 +302,8 @@ class Plan:
         FormatError
             If the data is not a plan document of a known version.
         """
-        if not isinstance(data, Mapping) or data.get("format") != PLAN_FORMAT:
-            raise FormatError(f"{source}: not a {PLAN_FORMAT} document (missing or wrong "
-                              "'format' key)")
-        if data.get("version") != PLAN_FORMAT_VERSION:
-            raise FormatError(f"{source}: unsupported plan version {data.get('version')!r}; "
-                              f"this library reads version {PLAN_FORMAT_VERSION}")
+        data = read_document(source, PLAN_FORMAT, PLAN_FORMAT_VERSION, data=data,
+                             what="plan")
         try:
             kw = {f.name: _dec(data[f.name]) for f in fields(cls) if f.name in data}
             kw["layers"] = tuple(
@@ -270,12 +315,13 @@ class Plan:
             kw["memory_bytes"] = tuple(kw["memory_bytes"])
             kw["assignment"] = tuple(kw.get("assignment", ()))
             return cls(**kw)
-        except (KeyError, TypeError) as exc:
-            raise FormatError(f"{source}: malformed plan document ({exc})") from None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise FormatError(f"{source}: malformed plan document ({type(exc).__name__}: "
+                              f"{exc})") from None
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """The plan as a JSON string (see :meth:`to_dict`)."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
@@ -286,34 +332,22 @@ class Plan:
         FormatError
             If the text is not JSON or not a plan document.
         """
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"not a JSON plan: {exc}") from None
-        return cls.from_dict(data, source="<json>")
+        return cls.from_dict(loads(text, source="<json>", what="plan"), source="<json>")
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the plan as JSON to ``path``."""
-        Path(path).write_text(self.to_json(), encoding="utf-8")
+        """Write the plan as JSON to ``path`` (gzip-compressed when it ends in ``.gz``)."""
+        write_json(path, self.to_dict(), indent=2)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Plan":
-        """Read a plan written by :meth:`save`.
+        """Read a plan written by :meth:`save` (gzip-compressed or not).
 
         Raises
         ------
         FormatError
-            If the file is missing, not JSON, or not a plan.
+            If the file is missing, unreadable, not JSON, or not a plan (names the file).
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FormatError(f"{path}: cannot read ({exc})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{path}: not valid JSON ({exc})") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_json(path, what="plan file"), source=str(path))
 
     # -------------------------------------------------------------- text
     def __str__(self) -> str:
@@ -321,40 +355,7 @@ class Plan:
 
 
 # ---------------------------------------------------------------------- JSON helpers
-def _enc(x):
-    if isinstance(x, Mapping):
-        return {str(k): _enc(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_enc(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _enc(x.tolist())
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if x is None or isinstance(x, str):
-        return x
-    return repr(x)
-
-
-_SPECIAL = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
-
-
-def _dec(x):
-    if isinstance(x, dict):
-        return {k: _dec(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_dec(v) for v in x]
-    if isinstance(x, str) and x in _SPECIAL:
-        return _SPECIAL[x]
-    return x
+_enc, _dec = encode, decode
 
 
 def _json_safe(stats: Mapping) -> dict:
@@ -471,17 +472,18 @@ def _infeasible_error(problem: Problem, result: SolveResult | None, what: str
 def _is_path(x) -> bool:
     if isinstance(x, os.PathLike):
         return True
-    return isinstance(x, str) and (x.endswith((".json", ".json.gz")) or os.sep in x)
+    return isinstance(x, str) and (x.endswith((".json", ".json.gz")) or os.sep in x
+                                   or (os.altsep is not None and os.altsep in x))
 
 
 def _load_model(model, batch_size: int | None):
     """``(graph, name)`` from a zoo name, a LayerGraph or a graph JSON path."""
     from .graph import LayerGraph
     if batch_size is not None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-                or batch_size < 1:
+        if isinstance(batch_size, (bool, np.bool_)) \
+                or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise InvalidGraphError(f"batch_size must be a positive integer, got "
-                                    f"{batch_size!r}")
+                                    f"{batch_size!r:.40}")
         batch_size = int(batch_size)
     if isinstance(model, LayerGraph):
         graph, name = model, getattr(model, "name", None) or "graph"
@@ -497,16 +499,25 @@ def _load_model(model, batch_size: int | None):
         graph = models.get(model, batch_size=batch_size)
         return graph, model
     else:
-        raise TypeError(f"model must be a zoo name, a LayerGraph or a path, got "
-                        f"{type(model).__name__}")
+        raise InvalidGraphError(f"model must be a zoo name, a LayerGraph or a path, got "
+                                f"{type(model).__name__}")
+    if len(graph) == 0:
+        raise InvalidGraphError(f"model {name!r} has no layers; add at least an input layer")
     if batch_size is not None and batch_size != graph.batch_size:
         graph = graph.with_batch_size(batch_size)
     return graph, str(name)
 
 
+def _is_count(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
 def _load_cluster(cluster, devices: int | None):
     """``(topology, name)`` from a preset name, a Topology or a cluster JSON path."""
     from .topology import Topology
+    if devices is not None and (not _is_count(devices) or devices < 1):
+        raise InvalidTopologyError(f"devices={devices!r:.40}: give a whole number >= 1 (the "
+                                   "first devices of the cluster)")
     if isinstance(cluster, Topology):
         topo = cluster
     elif _is_path(cluster):
@@ -519,19 +530,18 @@ def _load_cluster(cluster, devices: int | None):
         from . import clusters
         topo = clusters.get(cluster)
     else:
-        raise TypeError(f"cluster must be a preset name, a Topology or a path, got "
-                        f"{type(cluster).__name__}")
+        raise InvalidTopologyError(f"cluster must be a preset name, a Topology or a path, got "
+                                   f"{type(cluster).__name__}")
     name = getattr(topo, "name", None) or (cluster if isinstance(cluster, str) else "cluster")
     if (devices is not None and isinstance(cluster, str) and not _is_path(cluster)
-            and isinstance(devices, (int, np.integer)) and not isinstance(devices, bool)
             and devices > topo.n_devices):
-        # a preset grows to as many nodes as the devices asked for need
+        # a preset grows to as many nodes as the devices asked for need (the builder then
+        # checks the count against its size limits before allocating anything)
         from . import clusters
         per_node = topo.levels[0].fanout if len(topo.levels) > 1 else topo.n_devices
         topo = clusters.get(cluster, nodes=-(-int(devices) // per_node))
     if devices is not None:
-        if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) \
-                or not 1 <= devices <= topo.n_devices:
+        if not 1 <= devices <= topo.n_devices:
             raise InvalidTopologyError(
                 f"devices={devices!r}: give a whole number from 1 to {topo.n_devices} (the "
                 f"devices of cluster {name!r}), or a larger cluster")
@@ -541,19 +551,11 @@ def _load_cluster(cluster, devices: int | None):
 
 
 def _memory_budget(memory_limit, topo) -> float | None:
-    """The budget per device in bytes: ``None`` -> the device memory; ``inf`` -> no budget."""
-    if memory_limit is None:
-        return float(topo.device.memory_bytes)
-    if isinstance(memory_limit, str):
-        from .units import parse_bytes
-        return float(parse_bytes(memory_limit))
-    if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float, np.number)):
-        raise InvalidProblemError(f"memory_limit must be a number of bytes, a size such as "
-                                  f"'16GiB', or None (the device memory); got {memory_limit!r}")
-    x = float(memory_limit)
-    if math.isnan(x) or x <= 0:
-        raise InvalidProblemError(f"memory_limit must be positive bytes, got {memory_limit!r}")
-    return None if math.isinf(x) else x
+    """The budget per device in bytes (:func:`~milp_parallel.units.parse_memory_limit`):
+    ``None`` or ``"device"`` -> the device memory; ``"none"`` or ``inf`` -> no budget."""
+    from .units import DEVICE_MEMORY, parse_memory_limit
+    return parse_memory_limit(memory_limit, device_bytes=float(topo.device.memory_bytes),
+                              default=DEVICE_MEMORY)
 
 
 # ---------------------------------------------------------------------- layer accounting
@@ -637,8 +639,8 @@ def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
     topo, cluster_name = _load_cluster(cluster, devices)
     if profile is not None:
         if cost_model is not None:
-            raise TypeError("give either cost_model or profile, not both (a CostModel takes "
-                            "its profile table itself)")
+            raise InvalidOptionError("give either cost_model or profile, not both (a "
+                                     "CostModel takes its profile table itself)")
         from .costs import CostModel
         from .profile import ProfileTable
         if not isinstance(profile, ProfileTable):
@@ -650,10 +652,279 @@ def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
     elif config_options is None or isinstance(config_options, Mapping):
         kw = dict(config_options or {})
     else:
-        raise TypeError(f"config_options must be a ConfigOptions or a mapping of its fields, "
-                        f"got {type(config_options).__name__}")
+        raise InvalidOptionError(f"config_options must be a ConfigOptions or a mapping of "
+                                 f"its fields, got {type(config_options).__name__}")
     b = build(graph, topo, cost_model=cost_model, memory_limit=budget, **kw)
     return _Built(b, budget if b.problem.has_budget else None, model_name, cluster_name)
+
+
+# ---------------------------------------------------------------------- constraints
+@dataclass(frozen=True)
+class _SolveInputs:
+    """The arguments of one :func:`solve` call, so that a plan can be solved again."""
+
+    model: Any
+    cluster: Any
+    batch_size: Any = None
+    devices: Any = None
+    solver: str = "auto"
+    memory_limit: Any = None
+    time_limit: Any = None
+    config_options: Any = None
+    cost_model: Any = None
+    profile: Any = None
+    solver_options: Mapping[str, Any] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    forbid: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _config_index(built, layer: str, config: Any, what: str) -> tuple[int, int]:
+    """``(node, configuration index)`` of ``config`` for ``layer`` of a built problem."""
+    from .baselines import parse_config_label
+    from .errors import UnknownNameError
+    if not isinstance(layer, str) or layer not in built.node_of:
+        names = list(built.node_of)
+        raise UnknownNameError(f"{what}: the model has no layer {layer!r:.60}; its layers "
+                               f"include {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+    v = built.node_of[layer]
+    head = built.graph.layer(built.members[v][0])
+    labels = built.problem.config_labels[v]
+    if isinstance(config, Mapping):
+        want = {str(d): k for d, k in config.items()}
+    elif isinstance(config, str):
+        try:
+            want = parse_config_label(config)
+        except ValueError as exc:
+            raise InvalidOptionError(f"{what}: layer {layer!r}: cannot read configuration "
+                                     f"{config!r} ({exc}); write e.g. 'n=2 h=2' or 'serial'"
+                                     ) from None
+    else:
+        raise InvalidOptionError(f"{what}: layer {layer!r}: a configuration is a label such "
+                                 f"as 'n=2 h=2' or a mapping {{dim: degree}}, got "
+                                 f"{type(config).__name__}")
+    bad = [d for d in want if d not in head.dims]
+    ok = all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 1
+             for k in want.values())
+    if not bad and ok:
+        target = np.array([int(want.get(d, 1)) for d in head.dims])
+        hits = np.nonzero((built.configs[v] == target).all(axis=1))[0]
+        if hits.size:
+            return v, int(hits[0])
+    shown = ", ".join(repr(x) for x in labels[:12]) + (", ..." if len(labels) > 12 else "")
+    raise InvalidOptionError(f"{what}: layer {layer!r} has no configuration {config!r} "
+                             f"(dims {''.join(head.dims)}); its configurations: {shown}")
+
+
+def _constraints(built, fixed: Mapping[str, Any] | None,
+                 forbid: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"fixed": {node: label}, "forbid": {node: [labels]}}`` by problem node name."""
+    out: dict[str, Any] = {}
+    labels = built.problem.config_labels
+    names = built.problem.node_names
+    for what, arg in (("fixed", fixed), ("forbid", forbid)):
+        if arg is None:
+            continue
+        if not isinstance(arg, Mapping):
+            raise InvalidOptionError(f"{what} must be a mapping {{layer: configuration}}, got "
+                                     f"{type(arg).__name__}")
+        for layer, value in arg.items():
+            if what == "fixed":
+                v, c = _config_index(built, layer, value, what)
+                prev = out.setdefault("fixed", {}).get(names[v])
+                if prev is not None and prev != labels[v][c]:
+                    raise InvalidOptionError(
+                        f"fixed: layer {layer!r} shares its layout with {names[v]!r}, already "
+                        f"pinned to {prev!r}; pin one of them")
+                out["fixed"][names[v]] = labels[v][c]
+            else:
+                many = value if isinstance(value, (list, tuple)) else [value]
+                for one in many:
+                    v, c = _config_index(built, layer, one, what)
+                    bans = out.setdefault("forbid", {}).setdefault(names[v], [])
+                    if labels[v][c] not in bans:
+                        bans.append(labels[v][c])
+    return out
+
+
+def _constrained(built, constraints: Mapping[str, Any]) -> Problem:
+    """The built problem with pinned and forbidden configurations priced ``inf``."""
+    p = built.problem
+    if not constraints:
+        return p
+    index = {n: v for v, n in enumerate(p.node_names)}
+    costs = [np.array(c) for c in p.node_costs]
+    for name, label in constraints.get("fixed", {}).items():
+        v = index[name]
+        keep = p.config_labels[v].index(label)
+        pinned = np.full_like(costs[v], math.inf)
+        pinned[keep] = costs[v][keep]
+        costs[v] = pinned
+    for name, bans in constraints.get("forbid", {}).items():
+        v = index[name]
+        for label in bans:
+            costs[v][p.config_labels[v].index(label)] = math.inf
+    for v, c in enumerate(costs):
+        if not np.isfinite(c).any():
+            raise InvalidOptionError(f"forbid: every configuration of layer "
+                                     f"{p.node_names[v]!r} is forbidden or costs inf")
+    return Problem(costs, p.edges, p.edge_costs, memory=p.memory, memory_limit=p.memory_limit,
+                   intervals=p.intervals, node_names=p.node_names, config_labels=p.config_labels)
+
+
+# ---------------------------------------------------------------------- explanations
+@dataclass(frozen=True)
+class LayerChange:
+    """A layer whose configuration changes when another one is forced.
+
+    Attributes
+    ----------
+    name : str
+    before, after : str
+        Its configuration in the plan and in the forced plan.
+    neighbour : bool
+        Whether it is adjacent (producer or consumer) to the forced layer in the graph.
+    delta_seconds : float
+        Its own compute + sync + transfer, forced minus plan.
+    """
+
+    name: str
+    before: str
+    after: str
+    neighbour: bool
+    delta_seconds: float
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What forcing one layer's configuration costs (:meth:`Plan.explain`).
+
+    Attributes
+    ----------
+    layer, config : str
+        The layer and the configuration forced on it.
+    original_config : str
+        The plan's configuration of that layer.
+    feasible : bool
+        Whether a plan with that choice exists (``False``: ``reason`` says why).
+    reason : str
+        Empty when feasible.
+    step_seconds : float
+        The forced plan's step time (``inf`` when infeasible).
+    delta_seconds, delta_compute_seconds, delta_sync_seconds, delta_transfer_seconds : float
+        Forced minus plan: the step time and its split (``> 0``: the choice is slower).
+    delta_memory_bytes : float
+        Forced minus plan peak memory per device (largest device).
+    changes : tuple of LayerChange
+        The other layers whose configuration changes, graph neighbours first.
+    plan : Plan or None
+        The forced plan.
+    """
+
+    layer: str
+    config: str
+    original_config: str
+    feasible: bool
+    reason: str
+    step_seconds: float
+    delta_seconds: float
+    delta_compute_seconds: float
+    delta_sync_seconds: float
+    delta_transfer_seconds: float
+    delta_memory_bytes: float
+    changes: tuple[LayerChange, ...] = ()
+    plan: Any = field(default=None, repr=False, compare=False)
+
+    def __str__(self) -> str:
+        head = f"{self.layer}: {self.config} instead of {self.original_config}"
+        if not self.feasible:
+            return f"{head}: infeasible ({self.reason})"
+        if self.config == self.original_config:
+            return f"{head}: the plan's own choice (no change)"
+        sign = "slower" if self.delta_seconds > 0 else "faster" if self.delta_seconds < 0 \
+            else "as fast"
+        lines = [f"{head}: step {_ms(self.step_seconds)} ms, {_signed_ms(self.delta_seconds)} "
+                 f"ms ({sign}) = compute {_signed_ms(self.delta_compute_seconds)} + sync "
+                 f"{_signed_ms(self.delta_sync_seconds)} + transfer "
+                 f"{_signed_ms(self.delta_transfer_seconds)} ms; peak memory "
+                 f"{self.delta_memory_bytes / 2**20:+.2f} MiB per device"]
+        if not self.changes:
+            lines.append("  no other layer changes")
+        for ch in self.changes:
+            lines.append(f"  {ch.name}: {ch.before} -> {ch.after} "
+                         f"({_signed_ms(ch.delta_seconds)} ms)"
+                         + ("  [neighbour]" if ch.neighbour else ""))
+        return "\n".join(lines)
+
+
+def _signed_ms(seconds: float) -> str:
+    return "inf" if not math.isfinite(seconds) else f"{seconds * 1e3:+.4g}"
+
+
+def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: Any = None,
+            cluster: Any = None) -> Explanation:
+    """:meth:`Plan.explain` as a function (see there)."""
+    from . import clusters, models
+    from .errors import UnknownNameError
+    inputs: _SolveInputs | None = getattr(plan, "_solve_inputs", None)
+    if model is not None or cluster is not None or inputs is None:
+        m = model if model is not None else (inputs.model if inputs else plan.model)
+        c = cluster if cluster is not None else (inputs.cluster if inputs else plan.cluster)
+        if inputs is None:
+            if (isinstance(m, str) and not _is_path(m) and m not in models.names()) or \
+                    (isinstance(c, str) and not _is_path(c) and c not in clusters.names()):
+                raise InvalidOptionError(
+                    f"this plan ({plan.model} on {plan.cluster}) was not made by solve() in "
+                    "this process and its model or cluster is not a zoo / preset name: pass "
+                    "model=... and cluster=... to explain()")
+            cons = plan.constraints or {}
+            inputs = _SolveInputs(
+                model=m, cluster=c, batch_size=plan.batch_size, devices=plan.devices,
+                solver=plan.solver,
+                memory_limit="none" if plan.memory_limit_bytes is None
+                else plan.memory_limit_bytes,
+                fixed=dict(cons.get("fixed", {})), forbid=dict(cons.get("forbid", {})))
+        else:
+            inputs = dataclasses.replace(inputs, model=m, cluster=c)
+    try:
+        before = plan.layer(layer)
+    except KeyError:
+        names = [lc.name for lc in plan.layers]
+        raise UnknownNameError(f"explain: the plan has no layer {layer!r:.60}; its layers "
+                               f"include {', '.join(names[:8])}"
+                               f"{', ...' if len(names) > 8 else ''}") from None
+    label = config if isinstance(config, str) else " ".join(
+        f"{d}={int(k)}" for d, k in config.items() if int(k) > 1) or "serial"
+    kw = dict(batch_size=inputs.batch_size, devices=inputs.devices, solver=inputs.solver,
+              memory_limit=inputs.memory_limit, time_limit=inputs.time_limit,
+              config_options=inputs.config_options, cost_model=inputs.cost_model,
+              profile=inputs.profile, cross_check=False, **inputs.solver_options)
+    node = before.node or before.name     # the forced choice replaces the node's own limits
+    kw["forbid"] = {k: v for k, v in inputs.forbid.items() if k != node} or None
+    fixed = {k: v for k, v in inputs.fixed.items() if k != node}
+    fixed[layer] = config
+    try:
+        forced = solve(inputs.model, inputs.cluster, fixed=fixed, **kw)
+    except InfeasibleError as exc:
+        return Explanation(layer, label, before.config, False, str(exc), math.inf, math.inf,
+                           math.inf, math.inf, math.inf, math.nan)
+    after = {lc.name: lc for lc in forced.layers}
+    graph, _ = _load_model(inputs.model, inputs.batch_size)
+    near = set(graph.predecessors(layer)) | set(graph.successors(layer)) \
+        if layer in graph else set()
+    changes = [LayerChange(lc.name, lc.config, after[lc.name].config, lc.name in near,
+                           after[lc.name].seconds - lc.seconds)
+               for lc in plan.layers
+               if lc.name != layer and lc.name in after and after[lc.name].config != lc.config]
+    changes.sort(key=lambda ch: (not ch.neighbour, -abs(ch.delta_seconds)))
+    return Explanation(
+        layer=layer, config=after[layer].config, original_config=before.config, feasible=True,
+        reason="", step_seconds=forced.step_seconds,
+        delta_seconds=forced.step_seconds - plan.step_seconds,
+        delta_compute_seconds=forced.compute_seconds - plan.compute_seconds,
+        delta_sync_seconds=forced.sync_seconds - plan.sync_seconds,
+        delta_transfer_seconds=forced.transfer_seconds - plan.transfer_seconds,
+        delta_memory_bytes=forced.peak_memory_bytes - plan.peak_memory_bytes,
+        changes=tuple(changes), plan=forced)
 
 
 def make_problem(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
@@ -681,7 +952,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
           solver: str = "auto", memory_limit: float | str | None = None,
           time_limit: float | None = None, cross_check: bool = True,
           config_options: Mapping[str, Any] | None = None, cost_model=None,
-          profile=None, **solver_options: Any) -> Plan:
+          profile=None, fixed: Mapping[str, Any] | None = None,
+          forbid: Mapping[str, Any] | None = None, **solver_options: Any) -> Plan:
     """Find the fastest layer-wise parallelization of a model on a cluster.
 
     Parameters
@@ -700,8 +972,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     solver : str
         ``"auto"`` (default), ``"dp"``, ``"highs"``, ``"cbc"``, ``"cpsat"`` or ``"brute"``.
     memory_limit : float or str, optional
-        The memory budget per device: bytes (``12e9``) or a size (``"12GiB"``). ``None``
-        (default): each device's memory; ``math.inf``: no budget.
+        The memory budget per device (read by :func:`~milp_parallel.units.
+        parse_memory_limit`): bytes (``12e9``), a size (``"12GiB"``), ``"device"`` (each
+        device's memory), ``"none"`` or ``math.inf`` (no budget). ``None`` (default) is
+        ``"device"``.
     time_limit : float, optional
         Seconds for the solver (and the cross-check); a solver that runs out returns its
         best assignment with status ``"feasible"``, shown as not proved optimal.
@@ -711,7 +985,9 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         plan's ``cross_check.verdict`` says ``"not run: <why>"``.
     config_options : ConfigOptions or mapping, optional
         The configuration space (:class:`~milp_parallel.configs.ConfigOptions`, or a mapping
-        of its fields such as ``{"power_of_two": False, "max_degree": {"h": 4}}``).
+        of its fields such as ``{"power_of_two": False, "max_degree": {"h": 4}}``); the
+        mapping may also raise the builder's size limits
+        (:class:`~milp_parallel.configs.SizeLimits`: ``{"max_devices": 8192}``).
     cost_model : CostModel, optional
         Default: ``CostModel(topology)`` (it must be made for the same topology, after
         ``devices`` is applied).
@@ -719,21 +995,35 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         Measured layer times (:func:`milp_parallel.profile.profile_layers`) used for the
         compute cost instead of FLOP estimates where the table has the tile (the rest fall
         back to estimates). Not together with ``cost_model``.
+    fixed : mapping, optional
+        Pin layers to a configuration: ``{"conv5_3": "h=2 w=2", "fc6": {"c": 4}}`` (a label
+        as :attr:`LayerChoice.config` writes it, or ``{dim: degree}``). A layer merged into
+        its producer pins the producer's node (they share the layout).
+    forbid : mapping, optional
+        Forbid configurations: ``{"conv1": "serial", "fc6": ["c=4", "n=2 c=2"]}``.
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
     Returns
     -------
     Plan
+        With ``plan.explain(layer, config)`` to see what another choice would cost.
 
     Raises
     ------
     UnknownNameError
-        For an unknown model, cluster or solver name (lists the known ones).
+        For an unknown model, cluster or solver name, or a layer of ``fixed`` / ``forbid``
+        the model does not have (lists the known ones).
     FormatError
         For a model or cluster file that is missing or malformed.
-    InvalidGraphError, InvalidTopologyError, InvalidProblemError
-        For a bad ``batch_size``, ``devices`` or ``memory_limit``.
+    InvalidGraphError, InvalidTopologyError
+        For a bad ``batch_size`` or ``devices`` (a device count the configuration space
+        cannot use, e.g. 3 under power-of-two degrees).
+    InvalidOptionError
+        For a bad ``memory_limit``, ``time_limit``, ``config_options`` or a configuration of
+        ``fixed`` / ``forbid`` the layer does not have (lists the ones it has).
+    ProblemTooLargeError
+        When a size exceeds the builder's limits (names the size and the option).
     InfeasibleError
         When no assignment fits in the memory budget: says the least memory any assignment
         needs and the budget.
@@ -750,25 +1040,40 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     ('optimal', 4, 'conv')
     >>> print(plan)                                         # doctest: +SKIP
     """
+    inputs = _SolveInputs(model=model, cluster=cluster, batch_size=batch_size,
+                          devices=devices, solver=solver, memory_limit=memory_limit,
+                          time_limit=time_limit, config_options=config_options,
+                          cost_model=cost_model, profile=profile,
+                          solver_options=dict(solver_options))
+    try:
+        time_limit = validate_time_limit(time_limit)
+    except OverflowError:          # an int beyond the float range
+        raise InvalidOptionError(f"time_limit={time_limit!r:.30}... is beyond the float range; "
+                                 "give seconds > 0 or None") from None
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
                    memory_limit=memory_limit, config_options=config_options,
                    cost_model=cost_model, profile=profile)
     b = built.built
     graph, topo, problem, budget = b.graph, b.topology, b.problem, built.budget
     model_name, cluster_name = built.model_name, built.cluster_name
+    constraints = _constraints(b, fixed, forbid)
+    target = _constrained(b, constraints)       # the problem solved: pins and bans applied
 
     options = dict(solver_options)
     if time_limit is not None:
         options["time_limit"] = time_limit
-    result = solve_problem(problem, solver, **options)
+    result = solve_problem(target, solver, **options)
     logger.info("%s on %s (%d devices): %r", model_name, cluster_name, topo.n_devices, result)
 
     check = CrossCheck(NOT_RUN, "cross_check=False", solver_seconds=float(result.seconds))
     if cross_check:
-        check, _ = run_cross_check(problem, result, time_limit=time_limit)
+        check, _ = run_cross_check(target, result, time_limit=time_limit)
     what = f"{model_name} on {cluster_name} ({topo.n_devices} devices)"
+    if constraints:
+        n_fix, n_ban = len(constraints.get("fixed", {})), len(constraints.get("forbid", {}))
+        what += f" with {n_fix} pinned and {n_ban} restricted layer(s)"
     if result.status == INFEASIBLE:
-        raise _infeasible_error(problem, result, what)
+        raise _infeasible_error(target, result, what)
     if result.assignment is None:
         from .errors import SolverError
         raise SolverError(f"{what}: solver {result.solver!r} ended {result.status} without an "
@@ -809,7 +1114,7 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
             speedup=float(bev.cost) / step if step > 0 else math.inf,
             description=_describe(labels), assignment=tuple(int(x) for x in ba))
 
-    return Plan(
+    plan = Plan(
         model=model_name, cluster=cluster_name, devices=int(topo.n_devices),
         batch_size=int(graph.batch_size), layers=tuple(layers), step_seconds=step,
         compute_seconds=comp, sync_seconds=sync, transfer_seconds=xfer,
@@ -826,4 +1131,9 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                       "n_configs": int(problem.n_configs.sum()),
                       "max_configs": int(problem.n_configs.max()),
                       "edge_table_entries": int(sum(t.size for t in problem.edge_costs)),
-                      "build_seconds": float(b.build_seconds)})
+                      "build_seconds": float(b.build_seconds)},
+        constraints=constraints)
+    inputs = dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
+                                 forbid=dict(constraints.get("forbid", {})))
+    object.__setattr__(plan, "_solve_inputs", inputs)   # for plan.explain(); not saved
+    return plan

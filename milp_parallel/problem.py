@@ -14,19 +14,18 @@ strings that map an answer back to whatever built the problem.
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from .errors import FormatError, InvalidAssignmentError, InvalidProblemError
+from .io import Fields, encode, read_document, read_json, write_json
 
-__all__ = ["Problem", "Evaluation", "PROBLEM_FORMAT", "PROBLEM_FORMAT_VERSION"]
+__all__ = ["Problem", "Evaluation", "load_problem", "PROBLEM_FORMAT", "PROBLEM_FORMAT_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +120,9 @@ class Problem:
         node_names: Sequence[str] | None = None,
         config_labels: Sequence[Sequence[str]] | None = None,
     ) -> None:
+        node_costs = _sequence(node_costs, "node_costs", "one cost array per node")
+        edges = _sequence(edges, "edges", "(u, v) pairs of node indices")
+        edge_costs = _sequence(edge_costs, "edge_costs", "one cost table per edge")
         n = len(node_costs)
         if n == 0:
             raise InvalidProblemError("the problem is empty: give at least one node")
@@ -144,10 +146,7 @@ class Problem:
         seen: dict[tuple[int, int], int] = {}
         etabs = []
         for i, (e, tab) in enumerate(zip(edges, edge_costs)):
-            try:
-                u, v = (int(x) for x in e)
-            except (TypeError, ValueError):
-                raise InvalidProblemError(f"edge {i}: expected a pair of node indices, got {e!r}")
+            u, v = _index_pair(e, f"edge {i}")
             for x in (u, v):
                 if not 0 <= x < n:
                     raise InvalidProblemError(
@@ -173,6 +172,8 @@ class Problem:
         self._edges = _readonly(e_arr)
         self._edge_costs = tuple(etabs)
 
+        if memory is not None:
+            memory = _sequence(memory, "memory", "one memory table per node")
         if memory is None:
             if memory_limit is not None:
                 raise InvalidProblemError("memory_limit was given without memory tables")
@@ -218,15 +219,7 @@ class Problem:
         if intervals is None:
             self._intervals = None
         else:
-            iv = np.asarray(intervals)
-            if iv.shape != (n, 2):
-                raise InvalidProblemError(
-                    f"intervals must be one (start, end) pair per node: expected shape ({n}, 2)"
-                    f", got {iv.shape}")
-            if not np.issubdtype(iv.dtype, np.integer):
-                if not np.all(np.isfinite(iv.astype(float))) or np.any(iv != np.round(iv)):
-                    raise InvalidProblemError("intervals must hold integer time points")
-            iv = iv.astype(np.int64)
+            iv = _interval_array(intervals, n)
             bad = np.nonzero(iv[:, 1] < iv[:, 0])[0]
             if bad.size:
                 v = int(bad[0])
@@ -239,17 +232,22 @@ class Problem:
         if node_names is None:
             names = tuple(str(v) for v in range(n))
         else:
-            names = tuple(str(s) for s in node_names)
+            names = tuple(str(s) for s in _sequence(node_names, "node_names", "one name per "
+                                                                              "node"))
             if len(names) != n:
                 raise InvalidProblemError(f"got {len(names)} node names for {n} nodes")
         self._node_names = names
         if config_labels is None:
             labels = tuple(tuple(str(c) for c in range(kv)) for kv in k)
         else:
+            config_labels = _sequence(config_labels, "config_labels",
+                                      "one list of labels per node")
             if len(config_labels) != n:
                 raise InvalidProblemError(f"got config labels for {len(config_labels)} nodes, "
                                           f"the problem has {n}")
-            labels = tuple(tuple(str(s) for s in ls) for ls in config_labels)
+            labels = tuple(tuple(str(s) for s in _sequence(ls, f"config_labels[{v}]",
+                                                           "one label per configuration"))
+                           for v, ls in enumerate(config_labels))
             for v, ls in enumerate(labels):
                 if len(ls) != k[v]:
                     raise InvalidProblemError(
@@ -429,8 +427,23 @@ class Problem:
         return Evaluation(cost=cost, node_cost=node, edge_cost=edge, peak_memory=peak,
                           peak_time=peak_t, feasible=feasible)
 
-    def with_memory_limit(self, memory_limit: float | Sequence[float] | None) -> "Problem":
-        """A copy of this problem with another memory budget (``None`` removes it)."""
+    def with_memory_limit(self, memory_limit: float | str | Sequence[float] | None
+                          ) -> "Problem":
+        """A copy of this problem with another memory budget.
+
+        ``None`` or ``"none"`` removes it; a number, a size such as ``"16GiB"`` (read by
+        :func:`~milp_parallel.units.parse_memory_limit`) or one number per device sets it.
+
+        Raises
+        ------
+        InvalidOptionError
+            For a size that does not parse, or ``"device"`` (a Problem has no device).
+        InvalidProblemError
+            For a negative budget or one of the wrong length.
+        """
+        if isinstance(memory_limit, str):
+            from .units import NO_LIMIT, parse_memory_limit
+            memory_limit = parse_memory_limit(memory_limit, default=NO_LIMIT)
         return Problem(self._node_costs, self._edges, self._edge_costs, memory=self._memory,
                        memory_limit=memory_limit, intervals=self._intervals,
                        node_names=self._node_names, config_labels=self._config_labels)
@@ -472,50 +485,97 @@ class Problem:
     def from_dict(cls, data: dict, *, source: str = "<dict>") -> "Problem":
         """Inverse of :meth:`to_dict`.
 
+        Every node must have the same optional fields: a document where some nodes have
+        ``"memory"`` (or ``"interval"``) and others do not is refused, naming the first node
+        that differs (never read as a different memory model). ``name`` and ``labels`` may be
+        left out (defaults ``"0", "1", ...``).
+
         Raises
         ------
         FormatError
-            If the data is not a ``milp_parallel.problem`` document of a known version.
+            If the data is not a ``milp_parallel.problem`` document of a known version, or a
+            field is missing or of the wrong type (names the source and the field, e.g.
+            ``nodes[3].costs[1]``).
+        InvalidProblemError
+            If the tables are inconsistent (prefixed with the source).
         """
-        if not isinstance(data, dict) or data.get("format") != PROBLEM_FORMAT:
-            raise FormatError(f"{source}: not a {PROBLEM_FORMAT} document (missing or wrong "
-                              "'format' key); IOPDDL files load with Problem.from_iopddl")
-        if data.get("version") != PROBLEM_FORMAT_VERSION:
-            raise FormatError(f"{source}: unsupported version {data.get('version')!r}; this "
-                              f"library reads version {PROBLEM_FORMAT_VERSION}")
-        try:
-            nodes = data["nodes"]
-            has_mem = bool(nodes) and "memory" in nodes[0]
-            has_iv = bool(nodes) and "interval" in nodes[0]
-            return cls(
-                [_decode(d["costs"]) for d in nodes],
-                [(d["u"], d["v"]) for d in data["edges"]],
-                [_decode(d["costs"]) for d in data["edges"]],
-                memory=[_decode(d["memory"]) for d in nodes] if has_mem else None,
-                memory_limit=(_decode(data["memory_limit"]) if "memory_limit" in data
-                              else None),
-                intervals=[d["interval"] for d in nodes] if has_iv else None,
-                node_names=[d["name"] for d in nodes],
-                config_labels=[d["labels"] for d in nodes],
-            )
-        except (KeyError, TypeError) as exc:
-            raise FormatError(f"{source}: malformed problem document ({exc!r} missing or of "
-                              "the wrong type)") from None
+        doc = read_document(source, PROBLEM_FORMAT, PROBLEM_FORMAT_VERSION, data=data,
+                            what="problem",
+                            hint="IOPDDL contest files load with Problem.from_iopddl")
+        f = Fields(source)
+        nodes = f.array(f.get(doc, "nodes", ""), "nodes")
+        edges = f.array(f.get(doc, "edges", ""), "edges")
+        for j, d in enumerate(nodes):
+            f.mapping(d, f"nodes[{j}]")
+        present = {}
+        for key in ("memory", "interval"):
+            has = [key in d for d in nodes]
+            if any(has) and not all(has):
+                v = has.index(not has[0])
+                raise FormatError(
+                    f"{source}: nodes[{v}] {'has' if has[v] else 'has no'} {key!r} but "
+                    f"nodes[0] {'has' if has[0] else 'has none'}; give every node a {key!r} "
+                    "or none")
+            present[key] = bool(nodes) and has[0]
+        costs = [f.numbers(f.get(d, "costs", f"nodes[{j}]"), f"nodes[{j}].costs")
+                 for j, d in enumerate(nodes)]
+        names = [f.string(d.get("name", str(j)), f"nodes[{j}].name")
+                 for j, d in enumerate(nodes)]
+        labels = None
+        if any("labels" in d for d in nodes):
+            labels = []
+            for j, d in enumerate(nodes):
+                ls = f.array(f.get(d, "labels", f"nodes[{j}]"), f"nodes[{j}].labels",
+                             length=len(costs[j]))
+                labels.append([f.string(x, f"nodes[{j}].labels[{i}]")
+                               for i, x in enumerate(ls)])
+        memory = None
+        if present["memory"]:
+            memory = []
+            for j, d in enumerate(nodes):
+                m = d["memory"]
+                nested = isinstance(m, list) and bool(m) and isinstance(m[0], list)
+                memory.append(f.numbers(m, f"nodes[{j}].memory", ndim=2 if nested else 1,
+                                        allow_inf=False))
+        intervals = None
+        if present["interval"]:
+            intervals = []
+            for j, d in enumerate(nodes):
+                iv = f.array(d["interval"], f"nodes[{j}].interval", length=2)
+                intervals.append((f.integer(iv[0], f"nodes[{j}].interval[0]"),
+                                  f.integer(iv[1], f"nodes[{j}].interval[1]")))
+        pairs, tables = [], []
+        for i, d in enumerate(edges):
+            f.mapping(d, f"edges[{i}]")
+            pairs.append((f.integer(f.get(d, "u", f"edges[{i}]"), f"edges[{i}].u"),
+                          f.integer(f.get(d, "v", f"edges[{i}]"), f"edges[{i}].v")))
+            tables.append(f.numbers(f.get(d, "costs", f"edges[{i}]"), f"edges[{i}].costs",
+                                    ndim=2))
+        limit = doc.get("memory_limit")
+        if limit is not None:
+            limit = (f.numbers(limit, "memory_limit") if isinstance(limit, list)
+                     else f.number(limit, "memory_limit"))
+        return _with_source(source, lambda: cls(
+            costs, pairs, tables, memory=memory, memory_limit=limit, intervals=intervals,
+            node_names=names, config_labels=labels))
 
     def save(self, path: str | Path) -> None:
         """Write the problem as JSON (gzip-compressed when the name ends in ``.gz``)."""
-        _write_json(path, self.to_dict())
+        write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> "Problem":
-        """Read a problem written by :meth:`save`.
+        """Read a problem written by :meth:`save` (gzip-compressed or not).
 
         Raises
         ------
         FormatError
-            If the file is not valid JSON or not a problem document.
+            If the file is missing, unreadable, not JSON or not a problem document (names
+            the file and the field).
+        InvalidProblemError
+            If its tables are inconsistent (names the file).
         """
-        return cls.from_dict(_read_json(path), source=str(path))
+        return cls.from_dict(read_json(path, what="problem file"), source=str(path))
 
     # ------------------------------------------------------------------ IOPDDL format
     @classmethod
@@ -535,40 +595,67 @@ class Problem:
         Raises
         ------
         FormatError
-            If a key is missing or a list has the wrong length (names the node or edge).
+            If the file cannot be read, a key is missing, a value has the wrong type (a
+            float node index, a number where a list belongs, an interval of one number), or
+            a list has the wrong length; names the file and the node or edge.
+        InvalidProblemError
+            If the tables are inconsistent (a self-loop, a negative cost; names the file).
         """
-        data = _read_json(path)
-        src = str(path)
+        return cls.from_iopddl_dict(read_json(path, what="IOPDDL problem file"),
+                                    source=str(path))
+
+    @classmethod
+    def from_iopddl_dict(cls, data, *, source: str = "<dict>") -> "Problem":
+        """:meth:`from_iopddl` of already-parsed JSON data."""
+        f = Fields(source)
+        if not isinstance(data, dict) or not isinstance(data.get("problem"), dict):
+            raise FormatError(f"{source}: not an IOPDDL problem (expected an object with a "
+                              "'problem' object)")
+        p = data["problem"]
         try:
-            p = data["problem"]
-            nodes, edges = p["nodes"], p["edges"]
-            costs = nodes["costs"]
-            usages = nodes["usages"]
-            intervals = nodes["intervals"]
+            nodes, edges = f.mapping(p["nodes"], "problem.nodes"), \
+                f.mapping(p["edges"], "problem.edges")
+            raw_costs, raw_usages, raw_iv = nodes["costs"], nodes["usages"], nodes["intervals"]
             enodes, ecosts = edges["nodes"], edges["costs"]
-            limit = p.get("usage_limit")
-        except (KeyError, TypeError) as exc:
-            raise FormatError(f"{src}: not an IOPDDL problem (missing {exc})") from None
-        n = len(costs)
-        if len(usages) != n or len(intervals) != n:
-            raise FormatError(f"{src}: {n} cost lists but {len(usages)} usage lists and "
-                              f"{len(intervals)} intervals; give one of each per node")
+        except KeyError as exc:
+            raise FormatError(f"{source}: not an IOPDDL problem (missing {exc})") from None
+        raw_costs = f.array(raw_costs, "problem.nodes.costs")
+        raw_usages = f.array(raw_usages, "problem.nodes.usages")
+        raw_iv = f.array(raw_iv, "problem.nodes.intervals")
+        enodes = f.array(enodes, "problem.edges.nodes")
+        ecosts = f.array(ecosts, "problem.edges.costs")
+        n = len(raw_costs)
+        if len(raw_usages) != n or len(raw_iv) != n:
+            raise FormatError(f"{source}: {n} cost lists but {len(raw_usages)} usage lists and "
+                              f"{len(raw_iv)} intervals; give one of each per node")
+        costs = [f.numbers(c, f"problem.nodes.costs[{v}]", allow_inf=False)
+                 for v, c in enumerate(raw_costs)]
+        usages = [f.numbers(u, f"problem.nodes.usages[{v}]", allow_inf=False)
+                  for v, u in enumerate(raw_usages)]
         for v in range(n):
-            if len(usages[v]) != len(costs[v]):
-                raise FormatError(f"{src}: node {v} has {len(costs[v])} costs but "
-                                  f"{len(usages[v])} usages")
+            if usages[v].size != costs[v].size:
+                raise FormatError(f"{source}: node {v} has {costs[v].size} costs but "
+                                  f"{usages[v].size} usages")
+        intervals = _iopddl_pairs(f, raw_iv, "problem.nodes.intervals", "node")
         if len(enodes) != len(ecosts):
-            raise FormatError(f"{src}: {len(enodes)} edges but {len(ecosts)} edge cost lists")
+            raise FormatError(f"{source}: {len(enodes)} edges but {len(ecosts)} edge cost "
+                              "lists")
+        pairs = _iopddl_pairs(f, enodes, "problem.edges.nodes", "edge")
         merged: dict[tuple[int, int], np.ndarray] = {}
         order: list[tuple[int, int]] = []
-        for i, ((u, v), c) in enumerate(zip(enodes, ecosts)):
+        for i, ((u, v), c) in enumerate(zip(pairs.tolist(), ecosts)):
             if not (0 <= u < n and 0 <= v < n):
-                raise FormatError(f"{src}: edge {i} ({u}, {v}) names a node out of range")
-            ku, kv = len(costs[u]), len(costs[v])
-            if len(c) != ku * kv:
-                raise FormatError(f"{src}: edge {i} ({u}, {v}) has {len(c)} costs, expected "
-                                  f"{ku} x {kv} = {ku * kv} (row-major)")
-            tab = np.asarray(c, dtype=np.float64).reshape(ku, kv)
+                raise FormatError(f"{source}: edge {i} ({u}, {v}) names a node out of range "
+                                  f"(the problem has {n} nodes)")
+            if u == v:
+                raise FormatError(f"{source}: edge {i} ({u}, {v}) is a self-loop; an edge joins "
+                                  "two different nodes")
+            ku, kv = costs[u].size, costs[v].size
+            tab = f.numbers(c, f"problem.edges.costs[{i}]", allow_inf=False)
+            if tab.size != ku * kv:
+                raise FormatError(f"{source}: edge {i} ({u}, {v}) has {tab.size} costs, "
+                                  f"expected {ku} x {kv} = {ku * kv} (row-major)")
+            tab = tab.reshape(ku, kv)
             if (u, v) in merged:
                 merged[(u, v)] = merged[(u, v)] + tab
             elif (v, u) in merged:
@@ -577,15 +664,13 @@ class Problem:
                 merged[(u, v)] = tab
                 order.append((u, v))
         if len(order) < len(enodes):
-            logger.info("%s: merged %d parallel edges", src, len(enodes) - len(order))
-        return cls(
-            [np.asarray(c, dtype=np.float64) for c in costs],
-            order, [merged[e] for e in order],
-            memory=[np.asarray(u, dtype=np.float64) for u in usages],
-            memory_limit=limit,
-            intervals=intervals,
-            node_names=[str(v) for v in range(n)],
-        )
+            logger.info("%s: merged %d parallel edges", source, len(enodes) - len(order))
+        limit = p.get("usage_limit")
+        if limit is not None:
+            limit = f.number(limit, "problem.usage_limit", finite=True, minimum=0)
+        return _with_source(source, lambda: cls(
+            costs, order, [merged[e] for e in order], memory=usages, memory_limit=limit,
+            intervals=intervals, node_names=[str(v) for v in range(n)]))
 
     def to_iopddl(self, path: str | Path, *, name: str | None = None) -> None:
         """Write the problem in the IOPDDL contest format.
@@ -620,15 +705,100 @@ class Problem:
         }}
         if self._memory_limit is not None:
             doc["problem"]["usage_limit"] = _num(self._memory_limit[0])
-        _write_json(path, doc)
+        write_json(path, doc)
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Read a Problem file in our JSON format or the IOPDDL format, detected by content.
+
+    Either may be gzip-compressed.
+
+    Raises
+    ------
+    FormatError
+        If the file is missing, unreadable, not JSON, neither format, or malformed (names
+        the file and the field).
+    InvalidProblemError
+        If its tables are inconsistent (names the file).
+
+    Examples
+    --------
+    >>> load_problem("data/iopddl_example.json").n_nodes
+    5
+    """
+    doc = read_json(path, what="problem file")
+    if isinstance(doc, dict) and "format" in doc:
+        return Problem.from_dict(doc, source=str(path))
+    if isinstance(doc, dict) and isinstance(doc.get("problem"), dict):
+        return Problem.from_iopddl_dict(doc, source=str(path))
+    raise FormatError(f"{path}: neither a milp_parallel problem (a 'format' key) nor an IOPDDL "
+                      "problem (a 'problem' object)")
 
 
 # ---------------------------------------------------------------------- helpers
 def _float_array(x, what: str) -> np.ndarray:
+    if isinstance(x, (str, bytes, Mapping)):
+        raise InvalidProblemError(f"{what}: expected numbers, got {type(x).__name__} {x!r:.40}")
     try:
         return np.array(x, dtype=np.float64)
+    except OverflowError:
+        raise InvalidProblemError(f"{what}: a number is beyond the float range (about "
+                                  "1.8e308)") from None
     except (TypeError, ValueError):
-        raise InvalidProblemError(f"{what}: expected numbers, got {type(x).__name__}") from None
+        raise InvalidProblemError(f"{what}: expected numbers (a regular array), got "
+                                  f"{type(x).__name__}") from None
+
+
+def _sequence(x, what: str, expected: str):
+    """``x`` as an indexable sequence (list, tuple, array), or InvalidProblemError."""
+    if isinstance(x, (str, bytes, Mapping)) or not hasattr(x, "__len__") \
+            or not hasattr(x, "__getitem__"):
+        raise InvalidProblemError(f"{what}: expected a sequence ({expected}), got "
+                                  f"{type(x).__name__}")
+    return x
+
+
+def _as_index(x, what: str, kind: str = "an integer") -> int:
+    """An integer node index or time point (integral floats accepted, bools not)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise InvalidProblemError(f"{what}: expected {kind}, got {x!r}")
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)) and math.isfinite(x) and float(x).is_integer():
+        return int(x)
+    raise InvalidProblemError(f"{what}: expected {kind}, got {x!r:.40}")
+
+
+def _index_pair(e, what: str) -> tuple[int, int]:
+    if isinstance(e, (str, bytes, Mapping)) or not hasattr(e, "__len__") or len(e) != 2:
+        raise InvalidProblemError(f"{what}: expected a pair (u, v) of node indices, got "
+                                  f"{e!r:.40}")
+    return _as_index(e[0], f"{what}: u"), _as_index(e[1], f"{what}: v")
+
+
+def _interval_array(intervals, n: int) -> np.ndarray:
+    """Intervals as an ``(n, 2)`` int64 array of integer time points."""
+    intervals = _sequence(intervals, "intervals", "one (start, end) pair per node")
+    if len(intervals) != n:
+        raise InvalidProblemError(f"intervals must be one (start, end) pair per node: "
+                                  f"expected shape ({n}, 2), got {len(intervals)} pairs")
+    arr = np.asarray(intervals) if isinstance(intervals, np.ndarray) else None
+    if arr is not None and arr.shape == (n, 2) and np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.int64)
+    out = np.empty((n, 2), dtype=np.int64)
+    for v, pair in enumerate(intervals):
+        if isinstance(pair, (str, bytes, Mapping)) or not hasattr(pair, "__len__") \
+                or len(pair) != 2:
+            raise InvalidProblemError(f"node {v}: interval must be a pair (start, end) of "
+                                      f"integer time points, got {pair!r:.40}")
+        for j in (0, 1):
+            t = _as_index(pair[j], f"node {v}: interval {'start' if j == 0 else 'end'}",
+                          "integer time points")
+            if abs(t) >= 2**62:
+                raise InvalidProblemError(f"node {v}: interval time point {t} is out of range "
+                                          "(|t| < 2**62)")
+            out[v, j] = t
+    return out
 
 
 def _check_values(a: np.ndarray, what: str) -> None:
@@ -652,18 +822,31 @@ def _opt_equal(a, b, eq) -> bool:
 
 
 def _encode(a: np.ndarray):
-    if a.ndim == 0:
-        x = float(a)
-        return "inf" if math.isinf(x) else x
-    return [_encode(x) for x in a]
+    return encode(a)
 
 
-def _decode(x):
-    if isinstance(x, list):
-        return [_decode(y) for y in x]
-    if x == "inf":
-        return math.inf
-    return x
+def _with_source(source: str, make):
+    """``make()``, with the source prefixed to an InvalidProblemError's message."""
+    try:
+        return make()
+    except InvalidProblemError as exc:
+        raise InvalidProblemError(f"{source}: {exc}") from None
+
+
+def _iopddl_pairs(f: Fields, raw: list, where: str, what: str) -> np.ndarray:
+    """An ``(m, 2)`` int64 array of integer pairs (a fast path for well-formed lists)."""
+    if all(type(x) is list and len(x) == 2 for x in raw):
+        flat = [y for x in raw for y in x]
+        if set(map(type, flat)) <= {int}:
+            try:
+                return np.array(raw, dtype=np.int64).reshape(len(raw), 2)
+            except OverflowError:
+                pass
+    out = np.empty((len(raw), 2), dtype=np.int64)
+    for i, x in enumerate(raw):
+        x = f.array(x, f"{where}[{i}] ({what} {i})", length=2)
+        out[i] = (f.integer(x[0], f"{where}[{i}][0]"), f.integer(x[1], f"{where}[{i}][1]"))
+    return out
 
 
 def _num(x: float):
@@ -673,22 +856,3 @@ def _num(x: float):
 
 def _num_list(a: np.ndarray) -> list:
     return [_num(x) for x in a]
-
-
-def _read_json(path: str | Path):
-    path = Path(path)
-    try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise FormatError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc})") from None
-
-
-def _write_json(path: str | Path, doc) -> None:
-    path = Path(path)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as f:
-        json.dump(doc, f, allow_nan=False)

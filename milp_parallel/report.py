@@ -17,10 +17,11 @@ import logging
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
-from .errors import FormatError
 from ._optional import require
+from .errors import FormatError
+from .sweep import FAILED_STATUSES, INFEASIBLE, OK_STATUSES
 
 __all__ = ["plot_plan", "plot_sweep", "plot_oracle_scaling", "summary_table", "write_report",
            "load_records"]
@@ -73,7 +74,7 @@ def _num(x: Any) -> float:
         return math.nan
     try:
         return float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
 
 
@@ -180,7 +181,7 @@ def load_records(path: str | Path) -> list[dict]:
 
 
 def _ok(r: Mapping) -> bool:
-    return r.get("status") in ("optimal", "feasible")
+    return r.get("status") in OK_STATUSES
 
 
 def _series_plot(ax, series: Mapping[str, Mapping[float, float]], *, logx=True, logy=False):
@@ -281,7 +282,7 @@ def plot_sweep(records: Iterable[Mapping], out_dir: str | Path, *, fmt: str = "p
     # solver -> size -> [seconds]
     times: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r.get("status") not in ("optimal", "feasible", "infeasible"):
+        if r.get("status") not in OK_STATUSES + (INFEASIBLE,):
             continue
         size = r.get("problem") or {}
         x = _num(size.get("n_edge_pairs", size.get("n_configs", size.get("n_nodes"))))
@@ -362,7 +363,6 @@ def summary_table(records: Iterable[Mapping]) -> tuple[str, str]:
     >>> "| a1 | problem | x.json" in md
     True
     """
-    from .sweep import FAILED_STATUSES
     rows = [_row(r) for r in records]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=_COLUMNS, lineterminator="\n")

@@ -17,27 +17,40 @@ Sweep file (TOML)
     clusters = ["optcnn"]
     devices = "1..16"              # a list, or a range string (see milp_parallel.units)
     batch_sizes = [64]             # optional (default: the model's own batch size)
-    memory_limits = ["none", "16GiB"]
-    solvers = ["dp", "highs"]
+    memory_limits = ["device", "none", "16GiB"]   # each device's memory (the default),
+    solvers = ["dp", "highs"]                     # no budget, or a size
     cross_check = false
     repeats = 1
 
     [[grid]]                       # problem items: solve_problem(Problem file, ...)
     problems = ["../data/iopddl_example.json"]   # relative to the sweep file
     solvers = ["dp", "brute", "highs"]
+    # memory_limits: the file's own budget by default, "none" drops it, a size replaces it
 
 Every plural key also accepts its singular form with one value (``model = "alexnet"``).
+Every value is checked when the file is loaded (:func:`load_sweep`): a ``time_limit`` of 0,
+a size that does not parse or an unknown solver stops the sweep before anything runs.
+``memory_limit`` is read by :func:`milp_parallel.units.parse_memory_limit`, as on the command
+line and in :func:`milp_parallel.solve`.
+
+Item kinds
+----------
+``model`` and ``problem`` are built in; :func:`register_item_kind` adds others (a kind is a
+marker key, its own keys and a runner function called in the item's process), which is how
+the tests exercise the runner with items that sleep, crash or hang.
 
 Execution
 ---------
-Each item runs in its own Python process (so a crash, a memory blow-up or a ``SIGKILL`` of
-that process marks only that item ``failed``), started by a thread of a local pool (``jobs``
+Each item runs in its own Python process (:func:`milp_parallel.isolation.run_isolated`: a
+crash, a memory blow-up or a ``SIGKILL`` of that process marks only that item ``failed``),
+started by a thread of a local pool (``jobs``
 at a time) or by a task on a Dask distributed cluster (``scheduler``), through the
 :class:`concurrent.futures.Executor` interface either way. The parent alone appends results,
 one line per item, each with one ``write`` + ``fsync`` under a lock.
 
-Result lines carry ``status`` = a solver status (``optimal``, ``feasible``, ``infeasible``,
-``unknown``) or ``failed`` / ``timeout``; readers take the last line per ``id``
+Result lines carry ``status``, one of :data:`ITEM_STATUSES`: a solver status (``optimal``,
+``feasible``, ``infeasible``, ``unknown``) or ``failed`` / ``timeout`` (:data:`FAILED`,
+:data:`TIMEOUT`); readers take the last line per ``id``
 (:func:`read_results`), so a retried item's new line supersedes the old one.
 """
 
@@ -51,55 +64,144 @@ import logging
 import math
 import os
 import platform
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
-from .errors import FormatError, InfeasibleError, MilpParallelError, UnknownNameError
-from .units import parse_bytes, parse_int_range, parse_seconds
+from .errors import (
+    FormatError,
+    InfeasibleError,
+    InvalidOptionError,
+    MilpParallelError,
+    UnknownNameError,
+)
+from .isolation import FAILED, TIMEOUT, function_ref, run_isolated
+from .solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN
+from .units import DEVICE_MEMORY, NO_LIMIT, parse_int_range, parse_memory_limit, parse_seconds
 
-__all__ = ["SweepItem", "Sweep", "SweepSummary", "load_sweep", "expand_grid", "run_sweep",
-           "run_item", "read_results", "FAILED", "TIMEOUT", "FAILED_STATUSES", "ITEM_KINDS"]
+__all__ = ["SweepItem", "Sweep", "SweepSummary", "ItemKind", "load_sweep", "expand_grid",
+           "run_sweep", "run_item", "run_item_isolated", "read_results", "register_item_kind",
+           "item_kinds", "load_problem_file", "plan_summary",
+           "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "FAILED", "TIMEOUT",
+           "ITEM_STATUSES", "FAILED_STATUSES", "OK_STATUSES", "ITEM_KINDS"]
 
 logger = logging.getLogger(__name__)
 
-FAILED = "failed"    #: the item raised, crashed or was killed
-TIMEOUT = "timeout"  #: the item ran past its hard wall-clock limit and was killed
+# One status vocabulary for sweep items: a solver status (OPTIMAL, FEASIBLE, INFEASIBLE,
+# UNKNOWN from milp_parallel.solvers.result), or what became of the item's process: FAILED
+# (it raised, crashed or was killed) or TIMEOUT (killed at its hard wall-clock limit), both
+# from milp_parallel.isolation.
+#: Every status a result line may carry.
+ITEM_STATUSES = STATUSES + (FAILED, TIMEOUT)
+#: The statuses ``--retry-failed`` re-runs.
 FAILED_STATUSES = (FAILED, TIMEOUT)
+#: The statuses of an item that produced an assignment.
+OK_STATUSES = (OPTIMAL, FEASIBLE)
 
-#: Item kinds: ``model`` (solve a zoo model on a cluster), ``problem`` (solve a Problem file),
-#: ``sleep`` (sleeps, then reports; for testing the runner itself: with ``pid_dir`` it writes
-#: its pid to ``<pid_dir>/<id>.pid`` and stops sleeping once ``<pid_dir>/<id>.release`` exists).
-ITEM_KINDS = ("model", "problem", "sleep")
-
-# Grid keys: plural name -> (singular name, kind it belongs to or None for any kind).
-_GRID_KEYS = {
-    "models": ("model", "model"),
-    "clusters": ("cluster", "model"),
-    "devices": ("device", "model"),
-    "batch_sizes": ("batch_size", "model"),
-    "cross_check": ("cross_check", "model"),
-    "problems": ("problem", "problem"),
-    "sleeps": ("sleep", "sleep"),
-    "exit_codes": ("exit_code", "sleep"),
-    "pid_dir": ("pid_dir", "sleep"),
-    "memory_limits": ("memory_limit", None),
-    "solvers": ("solver", None),
-    "time_limits": ("time_limit", None),
-    "repeats": ("repeat", None),
-}
+#: Grid keys any kind takes: plural name -> singular name.
+_COMMON_KEYS = {"solvers": "solver", "time_limits": "time_limit", "repeats": "repeat",
+                "memory_limits": "memory_limit"}
 _TOP_KEYS = {"name", "description", "kill_after", "grid"}
 #: Seconds a worker gets beyond its solver time limit (imports, building, cross-check).
 _KILL_GRACE_SECONDS = 120.0
 _KILL_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class ItemKind:
+    """A kind of sweep item: which grid keys say it, and the function that runs one.
+
+    Attributes
+    ----------
+    name : str
+        The kind (``"model"``, ``"problem"``, or a registered one).
+    marker : str
+        The plural grid key whose presence says a grid lists items of this kind.
+    keys : Mapping[str, str]
+        Its own grid keys, plural -> singular (the marker included); values must be JSON
+        scalars (or lists of them, one axis each).
+    runner : str
+        ``"module:function"`` called in the item's worker process with the
+        :class:`SweepItem`; it returns the record's fields (``status``, ``objective``, ...).
+        It may raise: the item is then ``failed`` with the error.
+    required : tuple of str
+        Plural keys a grid of this kind must have (besides the marker).
+    """
+
+    name: str
+    marker: str
+    keys: Mapping[str, str]
+    runner: str
+    required: tuple[str, ...] = ()
+
+
+_KINDS: dict[str, ItemKind] = {}
+
+
+def register_item_kind(name: str, runner: Callable | str, *, keys: Mapping[str, str],
+                       marker: str | None = None, required: Sequence[str] = ()) -> ItemKind:
+    """Add a kind of sweep item (e.g. a test's own runner), or replace one of that name.
+
+    Parameters
+    ----------
+    name : str
+        The kind's name (``SweepItem.kind``).
+    runner : callable or str
+        A module-level function ``runner(item) -> dict`` (or its ``"module:function"``):
+        it runs in the item's own process and returns the record's fields.
+    keys : mapping
+        Its grid keys, plural -> singular, e.g. ``{"sleeps": "sleep"}``.
+    marker : str, optional
+        The key that says a grid holds this kind (default: the first of ``keys``).
+    required : sequence of str
+        Keys a grid of this kind must give.
+
+    Returns
+    -------
+    ItemKind
+
+    Raises
+    ------
+    InvalidOptionError
+        For a runner that another process could not import, or keys that clash with the
+        built-in kinds' keys.
+
+    Examples
+    --------
+    >>> kind = register_item_kind("noop", "builtins:dict", keys={"values": "value"})
+    >>> [i.param("value") for i in expand_grid({"values": [1, 2]})]
+    [1, 2]
+    >>> _ = _KINDS.pop("noop")
+    """
+    keys = {str(k): str(v) for k, v in dict(keys).items()}
+    if not keys:
+        raise InvalidOptionError(f"item kind {name!r}: give at least one grid key")
+    marker = marker or next(iter(keys))
+    for other in _KINDS.values():
+        if other.name == name:
+            continue
+        clash = (set(keys) | set(keys.values())) & (set(other.keys) | set(other.keys.values()))
+        if clash:
+            raise InvalidOptionError(f"item kind {name!r}: keys {sorted(clash)} are "
+                                     f"already used by kind {other.name!r}")
+    if set(keys) & set(_COMMON_KEYS) or set(keys.values()) & set(_COMMON_KEYS.values()):
+        raise InvalidOptionError(f"item kind {name!r}: {sorted(_COMMON_KEYS)} are common "
+                                 "keys of every kind")
+    kind = ItemKind(str(name), marker, MappingProxyType(keys), function_ref(runner),
+                    tuple(required))
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def item_kinds() -> tuple[str, ...]:
+    """The names of the known item kinds."""
+    return tuple(_KINDS)
 
 
 @dataclass(frozen=True)
@@ -109,7 +211,7 @@ class SweepItem:
     Attributes
     ----------
     kind : str
-        ``"model"``, ``"problem"`` or ``"sleep"``.
+        ``"model"``, ``"problem"``, or a kind added by :func:`register_item_kind`.
     params : tuple of (str, value)
         The canonical parameters, sorted by name; values are JSON scalars. They alone define
         :attr:`id`.
@@ -152,7 +254,8 @@ class SweepItem:
         elif self.kind == "problem":
             s = f"{Path(p['problem']).name} {p['solver']}"
         else:
-            s = f"sleep {p['sleep']}s"
+            s = self.kind + " " + " ".join(f"{k}={v}" for k, v in sorted(p.items())
+                                           if k not in ("repeat", "solver") and v is not None)
         if p.get("repeat"):
             s += f" #{p['repeat']}"
         return s
@@ -185,12 +288,56 @@ class SweepSummary:
 
 
 # ---------------------------------------------------------------------- parsing
-def _as_list(value: Any) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+def _as_list(value: Any, where: str, key: str) -> list:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, (dict, list, tuple)) or v is None:
+            raise FormatError(f"{where}: {key!r} must be a value or a list of values (strings, "
+                              f"numbers, booleans), got {v!r:.60}")
+    if not values:
+        raise FormatError(f"{where}: {key!r} is an empty list; give at least one value")
+    return values
 
 
 def _none(x: Any) -> bool:
     return x is None or (isinstance(x, str) and x.strip().lower() in ("none", "off", ""))
+
+
+def _memory_param(value: Any, kind: str, where: str) -> int | str | None:
+    """The canonical ``memory_limit`` parameter of an item.
+
+    ``None`` (no key, or ``"device"``) for a model item is the device memory; for a problem
+    item the file's own budget. ``"none"`` drops the budget; a size is whole bytes.
+    """
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str) and value.strip().lower() == DEVICE_MEMORY:
+            if kind == "problem":
+                raise InvalidOptionError("memory_limit 'device': a problem file has no "
+                                         "device; give a size or 'none'")
+            return None
+        x = parse_memory_limit(value, device_bytes=1.0, default=NO_LIMIT)
+    except InvalidOptionError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    return NO_LIMIT if x is None else int(x)
+
+
+def _time_param(value: Any, where: str) -> float | None:
+    from .solvers.options import validate_time_limit
+    if _none(value) or (isinstance(value, str) and value.strip().lower() in ("inf",
+                                                                            "unlimited")):
+        return None
+    try:
+        return validate_time_limit(parse_seconds(value))
+    except (FormatError, InvalidOptionError) as exc:
+        raise FormatError(f"{where}: time_limit {value!r}: {exc}") from None
+
+
+def _int_param(value: Any, where: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise FormatError(f"{where}: {key!r} must be a positive integer, got {value!r:.40}")
+    return value
 
 
 def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
@@ -201,7 +348,8 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
     ----------
     grid : mapping
         Keys from the module docstring (``models``, ``clusters``, ``devices``, ...), plural or
-        singular; exactly one of ``models``, ``problems`` or ``sleeps`` says the item kind.
+        singular; exactly one kind's marker key (``models``, ``problems``, or a registered
+        kind's) says the item kind.
     base_dir : path
         Where relative problem paths resolve.
     kill_after : float, optional
@@ -216,78 +364,88 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
     Raises
     ------
     FormatError
-        For an unknown key, a missing required key, or a value that does not parse.
+        For an unknown key, a missing required key, or a value that does not parse (a
+        ``time_limit`` of 0, a ``memory_limit`` that is not a size, ...); names the grid.
     UnknownNameError
         For an unknown solver name.
     """
+    if not isinstance(grid, Mapping):
+        raise FormatError(f"{where}: a grid must be a table of keys, got {grid!r:.40}")
+    known = dict(_COMMON_KEYS)
+    owner: dict[str, str] = {}
+    for kind in _KINDS.values():
+        for plural, single in kind.keys.items():
+            known[plural] = single
+            owner[plural] = kind.name
+    singular = {s: p for p, s in known.items()}
     norm: dict[str, list] = {}
-    singular = {s: p for p, (s, _) in _GRID_KEYS.items()}
     for key, value in grid.items():
-        plural = key if key in _GRID_KEYS else singular.get(key)
+        plural = key if key in known else singular.get(key)
         if plural is None:
             raise FormatError(f"{where}: unknown key {key!r}; known keys: "
-                              f"{', '.join(sorted(_GRID_KEYS))} (or their singular forms)")
+                              f"{', '.join(sorted(known))} (or their singular forms)")
         if plural in norm:
             raise FormatError(f"{where}: {key!r} is given twice (plural and singular)")
-        norm[plural] = _as_list(value)
-    kinds = [k for k, key in (("model", "models"), ("problem", "problems"), ("sleep", "sleeps"))
-             if key in norm]
+        norm[plural] = _as_list(value, where, key)
+    kinds = [k.name for k in _KINDS.values() if k.marker in norm]
     if len(kinds) != 1:
-        raise FormatError(f"{where}: give exactly one of 'models', 'problems' or 'sleeps' "
-                          f"(got {', '.join(kinds) or 'none'})")
-    kind = kinds[0]
+        markers = " or ".join(repr(k.marker) for k in _KINDS.values())
+        raise FormatError(f"{where}: give exactly one of {markers} (got "
+                          f"{', '.join(kinds) or 'none'})")
+    kind = _KINDS[kinds[0]]
     for key in norm:
-        owner = _GRID_KEYS[key][1]
-        if owner is not None and owner != kind:
-            raise FormatError(f"{where}: key {key!r} applies to {owner} items, but this grid "
-                              f"lists {kind} items")
-    if kind == "model":
-        for key in ("clusters", "devices"):
-            if key not in norm:
-                raise FormatError(f"{where}: model items need {key!r}")
+        if key in owner and owner[key] != kind.name:
+            raise FormatError(f"{where}: key {key!r} applies to {owner[key]} items, but this "
+                              f"grid lists {kind.name} items")
+    for key in kind.required:
+        if key not in norm:
+            raise FormatError(f"{where}: {kind.name} items need {key!r}")
 
     from .solvers import solver_names
-    solvers = [str(s) for s in norm.get("solvers", ["auto" if kind != "sleep" else "none"])]
-    if kind != "sleep":
+    builtin = kind.name in ("model", "problem")
+    solvers = [str(s) for s in norm.get("solvers", ["auto" if builtin else "none"])]
+    if builtin:
         for s in solvers:
             if s not in solver_names():
                 raise UnknownNameError(f"{where}: unknown solver {s!r}; known solvers: "
                                        f"{', '.join(solver_names())}")
-    try:
-        memory = [None if _none(m) else parse_bytes(m) for m in norm.get("memory_limits",
-                                                                          [None])]
-        tlimits = [None if _none(t) else parse_seconds(t) for t in norm.get("time_limits",
-                                                                             [None])]
-        reps = norm.get("repeats", [1])
-        if len(reps) != 1 or not isinstance(reps[0], int) or reps[0] < 1:
-            raise FormatError(f"{where}: 'repeats' must be one positive integer, got {reps}")
-        repeats = range(int(reps[0]))
-    except FormatError as exc:
-        raise FormatError(f"{where}: {exc}") from None
+    memory = [_memory_param(m, kind.name, where) for m in norm.get("memory_limits", [None])]
+    tlimits = [_time_param(t, where) for t in norm.get("time_limits", [None])]
+    reps = norm.get("repeats", [1])
+    if len(reps) != 1:
+        raise FormatError(f"{where}: 'repeats' must be one positive integer, got {reps}")
+    repeats = list(range(_int_param(reps[0], where, "repeats")))
 
-    axes: list[tuple[str, list]] = []
-    if kind == "model":
+    axes: list[tuple[str, list]]
+    if kind.name == "model":
         devices: list[int] = []
         for d in norm["devices"]:
-            devices.extend(parse_int_range(d))
-        batch = [None if _none(b) else int(b) for b in norm.get("batch_sizes", [None])]
+            try:
+                devices.extend(parse_int_range(d))
+            except FormatError as exc:
+                raise FormatError(f"{where}: devices: {exc}") from None
+        batch = [None if _none(b) else _int_param(b, where, "batch_sizes")
+                 for b in norm.get("batch_sizes", [None])]
         cross = norm.get("cross_check", [True])
+        for c in cross:
+            if not isinstance(c, bool):
+                raise FormatError(f"{where}: 'cross_check' must be true or false, got {c!r}")
         axes = [("model", [str(m) for m in norm["models"]]),
                 ("cluster", [str(c) for c in norm["clusters"]]),
                 ("devices", devices), ("batch_size", batch), ("memory_limit", memory),
-                ("solver", solvers), ("time_limit", tlimits),
-                ("cross_check", [bool(c) for c in cross]), ("repeat", list(repeats))]
-    elif kind == "problem":
+                ("solver", solvers), ("time_limit", tlimits), ("cross_check", cross),
+                ("repeat", repeats)]
+    elif kind.name == "problem":
         axes = [("problem", [str(p) for p in norm["problems"]]), ("memory_limit", memory),
-                ("solver", solvers), ("time_limit", tlimits), ("repeat", list(repeats))]
+                ("solver", solvers), ("time_limit", tlimits), ("repeat", repeats)]
     else:
-        for s in norm["sleeps"]:
-            parse_seconds(s)
-        axes = [("sleep", [float(parse_seconds(s)) for s in norm["sleeps"]]),
-                ("exit_code", [None if _none(e) else int(e) for e in norm.get("exit_codes",
-                                                                            [None])]),
-                ("pid_dir", [None if _none(p) else str(p) for p in norm.get("pid_dir", [None])]),
-                ("time_limit", tlimits), ("repeat", list(repeats))]
+        axes = [(kind.keys[k], [None if _none(v) else v for v in norm[k]])
+                for k in kind.keys if k in norm]
+        axes += [("time_limit", tlimits), ("repeat", repeats)]
+        if "solvers" in norm:
+            axes.append(("solver", solvers))
+        if "memory_limits" in norm:
+            axes.append(("memory_limit", memory))
 
     names = [n for n, _ in axes]
     items = []
@@ -298,7 +456,7 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
         kill = kill_after
         if kill is None and params.get("time_limit") is not None:
             kill = _KILL_FACTOR * params["time_limit"] + _KILL_GRACE_SECONDS
-        items.append(SweepItem(kind, tuple(sorted(params.items())), str(base_dir), kill))
+        items.append(SweepItem(kind.name, tuple(sorted(params.items())), str(base_dir), kill))
     return items
 
 
@@ -307,12 +465,14 @@ def load_sweep(path: str | Path) -> Sweep:
 
     Keys at the top level (other than ``name``, ``description``, ``kill_after``) are
     defaults for every ``[[grid]]``; without any ``[[grid]]`` the top level is the one grid.
-    Duplicate items (same id) are kept once.
+    Duplicate items (same id) are kept once. Every value is checked here, before anything
+    runs (a ``time_limit`` of 0 is refused when the file is loaded, not item by item).
 
     Raises
     ------
     FormatError
-        If the file is missing, is not TOML, or a grid is malformed (names the grid and key).
+        If the file is missing, unreadable, not TOML, or a grid is malformed (names the file,
+        the grid and the key).
     UnknownNameError
         For an unknown solver name.
 
@@ -322,20 +482,28 @@ def load_sweep(path: str | Path) -> Sweep:
     >>> len(sweep.items)  # doctest: +SKIP
     24
     """
+    from .io import read_text
     path = Path(path)
+    text = read_text(path, what="sweep file (TOML)")
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise FormatError(f"{path}: no such sweep file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise FormatError(f"{path}: not valid TOML ({exc})") from None
     defaults = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
     grids = doc.get("grid", [defaults])
     if not isinstance(grids, list) or not grids:
         raise FormatError(f"{path}: 'grid' must be an array of tables ([[grid]])")
     kill = doc.get("kill_after")
-    kill = None if kill is None else parse_seconds(kill)
+    if kill is not None:
+        try:
+            kill = parse_seconds(kill)
+        except FormatError as exc:
+            raise FormatError(f"{path}: kill_after: {exc}") from None
+        if not kill > 0:
+            raise FormatError(f"{path}: kill_after must be a duration > 0, got {kill!r}")
+    for key in ("name", "description"):
+        if key in doc and not isinstance(doc[key], str):
+            raise FormatError(f"{path}: {key!r} must be a string, got {doc[key]!r:.40}")
     items: dict[str, SweepItem] = {}
     for i, g in enumerate(grids):
         if not isinstance(g, dict):
@@ -376,21 +544,9 @@ def _problem_size(problem) -> dict:
 
 
 def load_problem_file(path: str | Path):
-    """Read a Problem file in our JSON format or the IOPDDL format, detected by content.
-
-    Raises
-    ------
-    FormatError
-        If the file is missing, not JSON, or neither format.
-    """
-    from .problem import PROBLEM_FORMAT, Problem, _read_json
-    doc = _read_json(path)
-    if isinstance(doc, dict) and doc.get("format") == PROBLEM_FORMAT:
-        return Problem.from_dict(doc, source=str(path))
-    if isinstance(doc, dict) and isinstance(doc.get("problem"), dict):
-        return Problem.from_iopddl(path)
-    raise FormatError(f"{path}: neither a milp_parallel problem (a 'format' key) nor an IOPDDL "
-                      "problem (a 'problem' key)")
+    """Read a Problem file, ours or IOPDDL (:func:`milp_parallel.problem.load_problem`)."""
+    from .problem import load_problem
+    return load_problem(path)
 
 
 def plan_summary(plan) -> dict:
@@ -425,14 +581,70 @@ def plan_summary(plan) -> dict:
     }
 
 
-def run_item(item: SweepItem) -> dict:
+def _run_problem_item(item: SweepItem) -> dict:
+    """Runner of ``problem`` items: :func:`~milp_parallel.solvers.solve_problem` on a file."""
+    from .solvers import solve_problem
+    p = dict(item.params)
+    path = Path(p["problem"])
+    if not path.is_absolute():
+        path = Path(item.base_dir or ".") / path
+    problem = load_problem_file(path)
+    limit = p.get("memory_limit")
+    if limit is not None:
+        problem = problem.with_memory_limit(None if limit == NO_LIMIT else limit)
+    size = _problem_size(problem)
+    opts = {} if p.get("time_limit") is None else {"time_limit": p["time_limit"]}
+    res = solve_problem(problem, p["solver"], **opts)
+    return {"problem": size, "status": res.status, "objective": _finite(res.objective),
+            "bound": _finite(res.bound), "gap": _finite(res.gap),
+            "solve_seconds": _finite(res.seconds), "solver_used": res.solver}
+
+
+def _run_model_item(item: SweepItem) -> dict:
+    """Runner of ``model`` items: :func:`~milp_parallel.plan.solve` a model on a cluster."""
+    from .plan import make_problem, solve
+    p = dict(item.params)
+    kw = dict(devices=p["devices"], batch_size=p.get("batch_size"),
+              memory_limit=p.get("memory_limit"))
+    plan = solve(p["model"], p["cluster"], solver=p["solver"], time_limit=p.get("time_limit"),
+                 cross_check=p.get("cross_check", True), **kw)
+    rec = {"status": plan.status, "objective": _finite(plan.objective),
+           "bound": _finite(plan.bound), "gap": _finite(plan.gap),
+           "solve_seconds": _finite(plan.solve_seconds), "solver_used": plan.solver,
+           "plan": plan_summary(plan)}
+    try:  # the size of the problem solved (built again, outside the timings)
+        rec["problem"] = _problem_size(make_problem(p["model"], p["cluster"], **kw))
+    except MilpParallelError:  # the size is a nicety; the result stands
+        rec["problem"] = {"n_nodes": len(plan.assignment) or len(plan.layers)}
+    return rec
+
+
+register_item_kind("model", _run_model_item, marker="models",
+                   keys={"models": "model", "clusters": "cluster", "devices": "device",
+                         "batch_sizes": "batch_size", "cross_check": "cross_check"},
+                   required=("clusters", "devices"))
+register_item_kind("problem", _run_problem_item, marker="problems",
+                   keys={"problems": "problem"})
+
+#: The built-in item kinds (more may be added with :func:`register_item_kind`).
+ITEM_KINDS = ("model", "problem")
+
+
+def run_item(item: SweepItem, runner: str | None = None) -> dict:
     """Run one item in this process and return its result record (never raises for a
     failure of the item itself: the record's ``status`` says ``failed`` and ``error`` why).
 
     The record holds ``id``, ``kind``, ``params``, ``status``, ``objective``, ``bound``,
     ``gap``, ``solve_seconds``, ``wall_seconds``, ``problem`` (size), ``plan`` (model
     items: :func:`plan_summary`), ``error``, ``version``, ``host``, ``started``.
+
+    Parameters
+    ----------
+    item : SweepItem
+    runner : str, optional
+        The kind's runner reference (default: looked up in the registry).
     """
+    from .isolation import _resolve
     p = dict(item.params)
     rec: dict[str, Any] = {"id": item.id, "kind": item.kind, "params": p, "status": FAILED,
                            "objective": None, "bound": None, "gap": None,
@@ -440,54 +652,18 @@ def run_item(item: SweepItem) -> dict:
     t0 = time.perf_counter()
     started = time.time()
     try:
-        if item.kind == "sleep":
-            # Test hooks: announce the pid in pid_dir, stop early once "<id>.release" appears.
-            release = None
-            if p.get("pid_dir"):
-                Path(p["pid_dir"], f"{item.id}.pid").write_text(str(os.getpid()))
-                release = Path(p["pid_dir"], f"{item.id}.release")
-            deadline = time.monotonic() + p["sleep"]
-            while time.monotonic() < deadline and not (release and release.exists()):
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-            if p.get("exit_code") is not None:
-                os._exit(int(p["exit_code"]))
-            rec.update(status="optimal", objective=p["sleep"], bound=p["sleep"], gap=0.0,
-                       solve_seconds=p["sleep"])
-        elif item.kind == "problem":
-            from .solvers import solve_problem
-            path = Path(p["problem"])
-            if not path.is_absolute():
-                path = Path(item.base_dir or ".") / path
-            problem = load_problem_file(path)
-            if p.get("memory_limit") is not None:
-                problem = problem.with_memory_limit(p["memory_limit"])
-            rec["problem"] = _problem_size(problem)
-            opts = {} if p.get("time_limit") is None else {"time_limit": p["time_limit"]}
-            res = solve_problem(problem, p["solver"], **opts)
-            rec.update(status=res.status, objective=_finite(res.objective),
-                       bound=_finite(res.bound), gap=_finite(res.gap),
-                       solve_seconds=_finite(res.seconds), solver_used=res.solver)
-        elif item.kind == "model":
-            from .plan import solve
-            plan = solve(p["model"], p["cluster"], devices=p["devices"],
-                         batch_size=p.get("batch_size"), solver=p["solver"],
-                         memory_limit=p.get("memory_limit"), time_limit=p.get("time_limit"),
-                         cross_check=p.get("cross_check", True))
-            rec.update(status=plan.status, objective=_finite(plan.objective),
-                       bound=_finite(plan.bound), gap=_finite(plan.gap),
-                       solve_seconds=_finite(plan.solve_seconds), solver_used=plan.solver,
-                       plan=plan_summary(plan))
-            try:  # the size of the problem solved (built again, outside the timings)
-                from .plan import make_problem
-                rec["problem"] = _problem_size(make_problem(
-                    p["model"], p["cluster"], devices=p["devices"],
-                    batch_size=p.get("batch_size"), memory_limit=p.get("memory_limit")))
-            except Exception:  # noqa: BLE001 - the size is a nicety; the result stands
-                rec["problem"] = {"n_nodes": len(plan.assignment) or len(plan.layers)}
-        else:
-            raise FormatError(f"unknown item kind {item.kind!r}; known: {', '.join(ITEM_KINDS)}")
+        if runner is None:
+            if item.kind not in _KINDS:
+                raise FormatError(f"unknown item kind {item.kind!r}; known: "
+                                  f"{', '.join(_KINDS)}")
+            runner = _KINDS[item.kind].runner
+        out = _resolve(runner)(item)
+        rec.update(out)
+        if rec["status"] not in ITEM_STATUSES:
+            raise FormatError(f"the {item.kind} runner returned status {rec['status']!r}; "
+                              f"expected one of {', '.join(ITEM_STATUSES)}")
     except InfeasibleError as exc:
-        rec.update(status="infeasible", error=str(exc),
+        rec.update(status=INFEASIBLE, error=str(exc),
                    least_memory_bytes=_finite(exc.least_memory_bytes),
                    budget_bytes=_finite(exc.budget_bytes))
     except MilpParallelError as exc:
@@ -500,16 +676,9 @@ def run_item(item: SweepItem) -> dict:
     return rec
 
 
-def _worker_main() -> None:  # pragma: no cover - runs in the child process
-    """Child-process entry: read an item as JSON on stdin, write its record to argv[1]."""
-    out = sys.argv[1]
-    item = SweepItem.from_dict(json.load(sys.stdin))
-    logging.basicConfig(level=logging.WARNING)
-    rec = run_item(item)
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(rec, f, allow_nan=False)
-    os.replace(tmp, out)
+def _run_item_dict(item: dict, runner: str | None) -> dict:
+    """Worker-process entry (through :func:`~milp_parallel.isolation.run_isolated`)."""
+    return run_item(SweepItem.from_dict(item), runner)
 
 
 def _failure(item: SweepItem, status: str, error: str, seconds: float) -> dict:
@@ -523,44 +692,17 @@ def _failure(item: SweepItem, status: str, error: str, seconds: float) -> dict:
 def run_item_isolated(item: SweepItem) -> dict:
     """Run one item in a fresh Python process, killing it after ``item.kill_after`` seconds.
 
-    A crash, a non-zero exit or a kill of the child (e.g. ``SIGKILL`` from the OOM killer)
-    gives a ``failed`` record naming the signal or exit code and the end of its stderr; a
-    timeout gives a ``timeout`` record. This is the function the executors run.
+    Through :func:`milp_parallel.isolation.run_isolated`: a crash, a non-zero exit or a kill
+    of the child (e.g. ``SIGKILL`` from the OOM killer) gives a ``failed`` record naming the
+    signal or exit code and the end of its stderr; a timeout gives a ``timeout`` record. This
+    is the function the executors run.
     """
-    t0 = time.perf_counter()
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (pkg_parent, env.get("PYTHONPATH")) if x)
-    with tempfile.TemporaryDirectory(prefix="milp_parallel_item_") as tmp:
-        out = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, "-c",
-               "from milp_parallel.sweep import _worker_main; _worker_main()", out]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=env, cwd=tmp)
-        try:
-            _, err = proc.communicate(json.dumps(item.to_dict()).encode(),
-                                      timeout=item.kill_after)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return _failure(item, TIMEOUT, f"killed after the hard limit of {item.kill_after:g}s",
-                            time.perf_counter() - t0)
-        seconds = time.perf_counter() - t0
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
-        if proc.returncode != 0 or not os.path.exists(out):
-            if proc.returncode < 0:
-                try:
-                    sig = signal.Signals(-proc.returncode).name
-                except ValueError:
-                    sig = str(-proc.returncode)
-                why = f"worker process killed by {sig}"
-            else:
-                why = f"worker process exited with code {proc.returncode}"
-            if tail:
-                why += ": " + " | ".join(tail)
-            return _failure(item, FAILED, why, seconds)
-        with open(out, encoding="utf-8") as f:
-            return json.load(f)
+    kind = _KINDS.get(item.kind)
+    runner = kind.runner if kind is not None else None
+    out = run_isolated(_run_item_dict, item.to_dict(), runner, kill_after=item.kill_after)
+    if out.ok:
+        return out.value
+    return _failure(item, out.status, out.error, out.seconds)
 
 
 # ---------------------------------------------------------------------- results file
@@ -568,24 +710,30 @@ def read_results(path: str | Path) -> dict[str, dict]:
     """The last record per item id in a results file (``{}`` if the file does not exist).
 
     Lines that do not parse (a torn write of a killed process) are skipped with a warning.
+
+    Raises
+    ------
+    FormatError
+        If the path exists but cannot be read as text (a directory, a binary file), or no
+        line of a non-empty file is a result record.
     """
+    from .io import read_jsonl
     path = Path(path)
     out: dict[str, dict] = {}
     if not path.exists():
         return out
-    bad = 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-                out[rec["id"]] = rec
-            except (json.JSONDecodeError, KeyError, TypeError):
-                bad += 1
+    bad: list[str] = []
+    for rec in read_jsonl(path, what="results file (JSON lines)",
+                          on_bad_line=lambda lineno, why: bad.append(why)):
+        if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+            out[rec["id"]] = rec
+        else:
+            bad.append(f"{path}: a line is not a result record (an object with an 'id')")
+    if bad and not out:
+        raise FormatError(f"{path}: not a results file: no line is a result record ({bad[0]}); "
+                          "give another file")
     if bad:
-        logger.warning("%s: skipped %d unreadable line(s)", path, bad)
+        logger.warning("%s: skipped %d unreadable line(s)", path, len(bad))
     return out
 
 
@@ -621,7 +769,8 @@ class _Appender:
             os.close(fd)
 
     def append(self, record: Mapping) -> None:
-        line = json.dumps(record, allow_nan=False, default=str) + "\n"
+        from .io import dumps
+        line = dumps(record) + "\n"
         with self._lock:
             self._write(line.encode())
 

@@ -24,7 +24,6 @@ models ParaDL's ABCI calibration (the InfiniBand alpha grows with the job size).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -405,43 +404,66 @@ class Topology:
         InvalidTopologyError
             When a value is invalid (non-positive bandwidth, ...).
         """
-        if not isinstance(data, dict) or data.get("format") != TOPOLOGY_FORMAT:
-            raise FormatError(f"{source}: not a topology file (expected \"format\": "
-                              f"\"{TOPOLOGY_FORMAT}\")")
-        if data.get("version") != TOPOLOGY_FORMAT_VERSION:
-            raise FormatError(f"{source}: topology format version {data.get('version')!r} is "
-                              f"not supported (this library reads {TOPOLOGY_FORMAT_VERSION})")
+        from .io import Fields, read_document
+        doc = read_document(source, TOPOLOGY_FORMAT, TOPOLOGY_FORMAT_VERSION, data=data,
+                            what="topology")
+        f = Fields(source)
+        dev = f.mapping(f.get(doc, "device", ""), "device")
+        raw_levels = f.array(f.get(doc, "levels", ""), "levels")
+        if not raw_levels:
+            raise f.error("levels", "is empty; give at least one level, e.g. {\"name\": "
+                                    "\"nvlink\", \"fanout\": 4, \"bandwidth_bytes_per_s\": "
+                                    "50e9, \"latency_s\": 9e-6}")
         try:
-            dev = data["device"]
-            device = Device(str(dev["name"]), dev["memory_bytes"], dev["peak_flops"],
-                            dev.get("efficiency", 1.0))
-            levels = tuple(
-                Level(str(lv["name"]), lv["fanout"], lv["bandwidth_bytes_per_s"],
-                      lv.get("latency_s", 0.0),
-                      tuple((int(a), float(b)) for a, b in lv.get("latency_steps", ())))
-                for lv in data["levels"])
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, InvalidTopologyError):
+            device = Device(f.string(f.get(dev, "name", "device"), "device.name"),
+                            f.number(f.get(dev, "memory_bytes", "device"),
+                                     "device.memory_bytes"),
+                            f.number(f.get(dev, "peak_flops", "device"), "device.peak_flops"),
+                            f.number(dev.get("efficiency", 1.0), "device.efficiency"))
+            levels = []
+            for i, lv in enumerate(raw_levels):
+                w = f"levels[{i}]"
+                f.mapping(lv, w)
+                steps = []
+                for j, st in enumerate(f.array(lv.get("latency_steps", []),
+                                               f"{w}.latency_steps")):
+                    st = f.array(st, f"{w}.latency_steps[{j}]", length=2)
+                    steps.append((f.integer(st[0], f"{w}.latency_steps[{j}][0]"),
+                                  f.number(st[1], f"{w}.latency_steps[{j}][1]")))
+                levels.append(Level(
+                    f.string(f.get(lv, "name", w), f"{w}.name"),
+                    f.integer(f.get(lv, "fanout", w), f"{w}.fanout"),
+                    f.number(f.get(lv, "bandwidth_bytes_per_s", w),
+                             f"{w}.bandwidth_bytes_per_s"),
+                    f.number(lv.get("latency_s", 0.0), f"{w}.latency_s"),
+                    tuple(steps)))
+            name = doc.get("name", "custom")
+            return cls(device, tuple(levels),
+                       "custom" if name is None else f.string(name, "name"))
+        except InvalidTopologyError as exc:
+            if source == "<dict>":
                 raise
-            raise FormatError(f"{source}: malformed topology ({type(exc).__name__}: {exc}); "
-                              "expected device {name, memory_bytes, peak_flops, efficiency} "
-                              "and levels [{name, fanout, bandwidth_bytes_per_s, latency_s}]"
-                              ) from exc
-        return cls(device, levels, str(data.get("name", "custom")))
+            raise InvalidTopologyError(f"{source}: {exc}") from None
 
     def save(self, path: str | Path) -> None:
-        """Write :meth:`to_dict` as JSON (floats round-trip exactly)."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        """Write :meth:`to_dict` as JSON (floats round-trip exactly; gzip if it ends in .gz)."""
+        from .io import write_json
+        write_json(path, self.to_dict(), indent=1)
 
     @classmethod
     def load(cls, path: str | Path) -> "Topology":
-        """Read a file written by :meth:`save`."""
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{p}: not valid JSON ({exc})") from exc
-        return cls.from_dict(data, source=str(p))
+        """Read a file written by :meth:`save` (gzip-compressed or not).
+
+        Raises
+        ------
+        FormatError
+            Missing or unreadable file, not JSON, not a topology, a malformed field (names
+            the file and the field).
+        InvalidTopologyError
+            An invalid value (names the file).
+        """
+        from .io import read_json
+        return cls.from_dict(read_json(path, what="topology file"), source=str(path))
 
     def __repr__(self) -> str:
         shape = " x ".join(f"{lv.fanout} ({lv.name} {lv.bandwidth_bytes_per_s / 1e9:g} GB/s)"

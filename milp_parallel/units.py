@@ -26,7 +26,15 @@ from typing import Iterable
 from .errors import FormatError
 
 __all__ = ["parse_bytes", "parse_bandwidth", "parse_seconds", "parse_int_range",
+           "parse_memory_limit", "DEVICE_MEMORY", "NO_LIMIT",
            "format_bytes", "format_bandwidth", "format_seconds"]
+
+#: The ``memory_limit`` sentinel meaning "each device's memory" (the cluster's capacity).
+DEVICE_MEMORY = "device"
+#: The ``memory_limit`` sentinel meaning "no budget".
+NO_LIMIT = "none"
+
+_NO_LIMIT_WORDS = ("none", "unlimited", "inf", "off")
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
@@ -38,6 +46,13 @@ _BW_RE = re.compile(r"^\s*" + _NUMBER + r"\s*(|[kKmMgGtTpP][iI]?)(bps|bit/s|b/s|
 _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9,
                "min": 60.0, "m": 60.0, "h": 3600.0}
 _TIME_RE = re.compile(r"^\s*" + _NUMBER + r"\s*([a-zµ]*)\s*$")
+
+
+def _float(x: int | float, what: str) -> float:
+    try:
+        return float(x)
+    except OverflowError:     # an int beyond the float range
+        raise FormatError(f"a {what} must be a finite number, got {x!r:.30}...") from None
 
 
 def parse_bytes(text: str | int | float) -> int:
@@ -70,8 +85,12 @@ def parse_bytes(text: str | int | float) -> int:
     if isinstance(text, bool):
         raise FormatError(f"expected a size, got {text!r}")
     if isinstance(text, (int, float)):
-        if not math.isfinite(text) or text < 0:
-            raise FormatError(f"a size must be a finite number >= 0, got {text!r}")
+        try:
+            ok = math.isfinite(text) and text >= 0
+        except OverflowError:      # an int beyond the float range
+            ok = False
+        if not ok:
+            raise FormatError(f"a size must be a finite number >= 0, got {text!r:.40}")
         return int(text)
     m = _SIZE_RE.match(str(text))
     if not m:
@@ -81,7 +100,10 @@ def parse_bytes(text: str | int | float) -> int:
     if unit == "b":
         raise FormatError(f"cannot read {text!r} as a size: a lower-case b means bits; write "
                           "bytes, e.g. 16GB or 16GiB")
-    return int(float(value) * _SIZE_PREFIX[prefix.lower()])
+    x = float(value) * _SIZE_PREFIX[prefix.lower()]
+    if not math.isfinite(x):
+        raise FormatError(f"a size must be a finite number of bytes, got {text!r:.40}")
+    return int(x)
 
 
 def parse_bandwidth(text: str | int | float) -> float:
@@ -102,7 +124,7 @@ def parse_bandwidth(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise FormatError(f"expected a bandwidth, got {text!r}")
     if isinstance(text, (int, float)):
-        x = float(text)
+        x = _float(text, "bandwidth")
     else:
         m = _BW_RE.match(str(text))
         if not m:
@@ -135,7 +157,7 @@ def parse_seconds(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise FormatError(f"expected a duration, got {text!r}")
     if isinstance(text, (int, float)):
-        x = float(text)
+        x = _float(text, "duration")
     else:
         m = _TIME_RE.match(str(text))
         if not m or m.group(2) not in _TIME_UNITS:
@@ -146,6 +168,86 @@ def parse_seconds(text: str | int | float) -> float:
         raise FormatError(f"a duration must be a finite number >= 0, got {text!r}")
     return x
 
+
+def parse_memory_limit(value: str | int | float | None, *, device_bytes: float | None = None,
+                       default: str = DEVICE_MEMORY) -> float | None:
+    """The one reading of a ``memory_limit`` (API, command line, sweep files).
+
+    Parameters
+    ----------
+    value : str, number or None
+        ``"device"`` (:data:`DEVICE_MEMORY`): each device's memory; ``"none"``
+        (:data:`NO_LIMIT`, also ``"unlimited"``, ``"inf"``, ``math.inf``): no budget; a
+        size (``"12GiB"``, ``"16GB"``) or a number of bytes > 0; ``None``: ``default``.
+    device_bytes : float, optional
+        The device memory that ``"device"`` stands for. Without it (a Problem file has no
+        device), ``"device"`` is refused.
+    default : {"device", "none"}
+        What ``None`` means for the caller (``solve()``: the device memory; a Problem's
+        ``with_memory_limit``: no budget).
+
+    Returns
+    -------
+    float or None
+        The budget per device in bytes, or ``None`` for no budget.
+
+    Raises
+    ------
+    InvalidOptionError
+        For a size that does not parse, 0, a negative number, NaN, or ``"device"`` where no
+        device memory is known; the message lists what is accepted.
+
+    Examples
+    --------
+    >>> parse_memory_limit("16GiB")
+    17179869184.0
+    >>> parse_memory_limit("none") is None, parse_memory_limit(None, device_bytes=8e9)
+    (True, 8000000000.0)
+    >>> parse_memory_limit("device", device_bytes=16e9)
+    16000000000.0
+    """
+    from .errors import InvalidOptionError
+
+    accepted = ("a size such as '16GiB' or '12GB', a number of bytes > 0, 'device' (each "
+                "device's memory) or 'none' (no budget)")
+    if value is None:
+        value = default
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word == DEVICE_MEMORY:
+            if device_bytes is None:
+                raise InvalidOptionError(
+                    "memory_limit='device' needs a cluster to take the device memory from; "
+                    "a Problem has none: give a size such as '16GiB' or 'none'")
+            return float(device_bytes)
+        if word in _NO_LIMIT_WORDS:
+            return None
+        try:
+            x = float(parse_bytes(value))
+        except FormatError:
+            raise InvalidOptionError(f"memory_limit={value!r:.40} is not a size; give "
+                                     f"{accepted}") from None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "dtype") and getattr(value, "ndim", 1) == 0
+            and value.dtype.kind in "iuf"):
+        raise InvalidOptionError(f"memory_limit must be {accepted}; got {value!r:.60} "
+                                 f"({type(value).__name__})")
+    else:
+        try:
+            x = float(value)
+        except OverflowError:
+            raise InvalidOptionError(f"memory_limit={value!r:.30}... is beyond the float "
+                                     f"range; give {accepted}") from None
+    if math.isinf(x) and x > 0:
+        return None
+    if not x > 0 or not math.isfinite(x):
+        raise InvalidOptionError(f"memory_limit must be positive bytes, got {value!r}; give "
+                                 f"{accepted}")
+    return x
+
+
+#: The most values one range string may name.
+_MAX_RANGE_VALUES = 4096
 
 _RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*(?::\s*([+*])\s*(\d+))?\s*$")
 
@@ -212,6 +314,9 @@ def parse_int_range(text: str | int | Iterable[int]) -> tuple[int, ...]:
             x = lo
             while x <= hi:
                 values.append(x)
+                if len(values) > _MAX_RANGE_VALUES:
+                    raise FormatError(f"{text!r:.60} names more than {_MAX_RANGE_VALUES} "
+                                      "values; use a larger step or fewer ranges")
                 x = x + step_n if op == "+" else x * step_n
     for v in values:
         if v < 1:

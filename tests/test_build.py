@@ -7,7 +7,7 @@ from milp_parallel import clusters, models, solve_problem
 from milp_parallel.build import BuiltProblem, build, build_problem
 from milp_parallel.configs import ConfigOptions, enumerate_configs
 from milp_parallel.costs import CostModel
-from milp_parallel.errors import InvalidTopologyError
+from milp_parallel.errors import InvalidOptionError, InvalidTopologyError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.problem import Problem
 
@@ -91,13 +91,15 @@ def test_memory_limit_and_options():
     assert build_problem(g, t).memory_limit.tolist() == [16e9] * 4
     assert build_problem(g, t, memory_limit=None).memory_limit is None
     assert build_problem(g, t, memory_limit=1e6).memory_limit.tolist() == [1e6] * 4
-    with pytest.raises(InvalidTopologyError, match="memory_limit"):
+    with pytest.raises(InvalidOptionError, match="memory_limit"):
         build_problem(g, t, memory_limit="lots")
+    assert build_problem(g, t, memory_limit="none").memory_limit is None
+    assert build_problem(g, t, memory_limit="1MB").memory_limit.tolist() == [1e6] * 4
     small = build_problem(g, t, require_all_devices=True)
     assert all(lab != "serial" for labs in small.config_labels[1:4] for lab in labs)
     capped = build(g, t, config_options=ConfigOptions(max_degree={"h": 1, "w": 1}))
     assert all("h=" not in lab for labs in capped.problem.config_labels for lab in labs)
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(TypeError, match="unknown build option"):
         build_problem(g, t, power_of_three=True)
     with pytest.raises(InvalidTopologyError, match="another topology"):
         build(g, t, cost_model=CostModel(clusters.get("abci", nodes=2)))

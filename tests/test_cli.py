@@ -198,9 +198,11 @@ def test_sweep_then_report(tmp_path):
 
 def test_sweep_with_a_failing_item_exits_1(tmp_path):
     sweep = tmp_path / "s.toml"
-    sweep.write_text('[[grid]]\nsleeps = [0]\nexit_codes = [5]\n')
+    sweep.write_text('[[grid]]\nproblems = ["missing.json"]\nsolvers = ["dp"]\n')
     proc = run("sweep", sweep, "--out", tmp_path / "r.jsonl", "--no-progress")
     assert proc.returncode == 1 and "1 of 1 items failed" in proc.stderr
+    (rec,) = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert rec["status"] == "failed" and "missing.json: no such file" in rec["error"]
 
 
 def test_report_of_a_saved_plan(tmp_path):

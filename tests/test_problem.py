@@ -176,7 +176,7 @@ def test_json_keeps_inf_labels_and_names(tmp_path):
     ({"format": "other"}, "not a milp_parallel.problem document"),
     ({"format": "milp_parallel.problem", "version": 99}, "unsupported version 99"),
     ({"format": "milp_parallel.problem", "version": 1, "nodes": [{"costs": [1]}]},
-     "malformed"),
+     "x.json: edges is missing"),
 ])
 def test_from_dict_errors(doc, pattern):
     with pytest.raises(FormatError, match=pattern):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from milp_parallel.errors import (InfeasibleError, InvalidProblemError, InvalidTopologyError,
+from milp_parallel.errors import (InfeasibleError, InvalidOptionError, InvalidTopologyError,
                                   UnknownNameError)
 from milp_parallel.plan import Plan, least_memory_bytes, make_problem, solve
 from milp_parallel.solvers import get_solver, solve_problem
@@ -147,7 +147,7 @@ def test_unknown_names_and_bad_arguments():
         solve("lenet5", CLUSTER, devices=4, solver="nosolver")
     with pytest.raises(InvalidTopologyError, match="devices"):
         solve("lenet5", CLUSTER, devices=0)
-    with pytest.raises(InvalidProblemError, match="memory_limit"):
+    with pytest.raises(InvalidOptionError, match="memory_limit"):
         solve("lenet5", CLUSTER, devices=4, memory_limit=-1)
 
 

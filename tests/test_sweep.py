@@ -17,6 +17,8 @@ from milp_parallel.problem import Problem
 from milp_parallel.sweep import (FAILED, TIMEOUT, SweepItem, expand_grid, load_problem_file,
                                  load_sweep, read_results, run_sweep)
 
+import sweep_kinds  # noqa: F401 - registers the "sleep" item kind these tests run
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "data" / "iopddl_example.json"
 
@@ -53,7 +55,7 @@ def test_grid_is_the_cross_product_with_stable_distinct_ids(tmp_path):
     assert len(model_items) == 2 * 1 * 4 * 2 * 2 * 2
     assert len({i.id for i in s.items}) == len(s.items) == len(model_items) + 1
     assert {i.param("devices") for i in model_items} == {1, 2, 4, 8}
-    assert {i.param("memory_limit") for i in model_items} == {None, 16 * 2**30}
+    assert {i.param("memory_limit") for i in model_items} == {"none", 16 * 2**30}
     assert all(i.param("time_limit") == 30.0 for i in s.items)
     assert all(i.kill_after and i.kill_after > 30 for i in s.items)
     # ids depend on the parameters only, not on the file's location or order
@@ -202,9 +204,9 @@ def test_killed_sweep_resumes_without_duplicates_or_torn_lines(tmp_path):
         sleeps = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3]
     """)
     out = tmp_path / "r.jsonl"
-    code = (f"from milp_parallel.sweep import load_sweep, run_sweep; "
+    code = (f"import sweep_kinds; from milp_parallel.sweep import load_sweep, run_sweep; "
             f"run_sweep(load_sweep({str(p)!r}), {str(out)!r}, jobs=1, progress=False)")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
     for _ in range(1200):
         if out.exists() and len(out.read_text().splitlines()) >= 2:

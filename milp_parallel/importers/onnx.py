@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FormatError, InvalidGraphError
 from .._optional import require
+from ..errors import FormatError, InvalidGraphError, MilpParallelError
 from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,7 +140,20 @@ def from_onnx(model: Any, *, batch_size: int | None = None,
                                    or isinstance(batch_size, bool) or batch_size < 1):
         raise FormatError(f"from_onnx(batch_size={batch_size!r}): expected a positive int")
     proto = _load(onnx, model)
-    return _Importer(onnx, proto, batch_size, unknown).build()
+    if not len(proto.graph.node) and not len(proto.graph.input):
+        raise FormatError(f"{_describe(model)}: the ONNX model has no graph (no inputs and no "
+                          "nodes): an empty file, or not an ONNX model?")
+    try:
+        graph = _Importer(onnx, proto, batch_size, unknown).build()
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        if isinstance(exc, MilpParallelError):
+            raise
+        # a damaged model: an attribute of the wrong type, a missing input, ...
+        raise FormatError(f"{_describe(model)}: malformed ONNX model "
+                          f"({type(exc).__name__}: {exc})") from None
+    if len(graph) == 0 or len(graph.layers) == len(graph.input_names) == 0:
+        raise FormatError(f"{_describe(model)}: the ONNX model has no layers to import")
+    return graph
 
 
 def _load(onnx: Any, model: Any) -> Any:
@@ -321,7 +334,15 @@ class _Importer:
             dims = "ns" if integer and len(shape) == 2 else None
             self.layer_of[vi.name] = g.input(self._name(vi.name), shape, dims=dims)
         for i, ins in nodes:
-            self._node(self.graph.node[i], ins, i)
+            node = self.graph.node[i]
+            try:
+                self._node(node, ins, i)
+            except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+                if isinstance(exc, MilpParallelError):
+                    raise
+                raise FormatError(f"ONNX node {node.name or i!r} ({node.op_type}): malformed "
+                                  f"attributes or inputs ({type(exc).__name__}: {exc})"
+                                  ) from None
         if self.requested_batch is not None and g.batch_size != self.requested_batch:
             g = g.with_batch_size(self.requested_batch)
         return g

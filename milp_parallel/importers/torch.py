@@ -49,8 +49,8 @@ import operator
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import FormatError, InvalidGraphError
 from .._optional import require
+from ..errors import FormatError, InvalidGraphError
 from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover
