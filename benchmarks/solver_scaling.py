@@ -11,8 +11,8 @@ Usage::
 
 Cases:
 
-* ``iopddl-G``: the contest instance (816 nodes, interval memory, budget); skipped when
-  ``/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz`` (or ``--g PATH``) is absent.
+* ``iopddl-G``: the contest instance (816 nodes, interval memory, budget), from the copy in
+  ``data/`` (or ``--g PATH``).
 * ``chain-N-K`` / ``sp-N-K``: random chains and series-parallel graphs (seed 0) with ``N``
   nodes and ``K`` configurations per node, without a budget and with a binding all-live
   budget (30% of the way from the least to the largest total memory, ``+budget``).
@@ -30,9 +30,12 @@ builder returns a :class:`~milp_parallel.Problem` (e.g. zoo models built for a c
     from solver_scaling import run_cases, print_table
     rows = run_cases([("resnet50-16gpu", lambda: make_problem(...))], ["highs", "dp"])
 
-Each row: case, solver, status, objective, bound, gap, total seconds, build seconds
-(warm start + presolve + formulation), solve seconds (the solver itself), model size.
-The table is printed and written as CSV (``--csv``, default ``solver_scaling.csv``).
+Each row: machine, date, case, solver, status, objective, bound, gap, total seconds, build
+seconds (incumbent + presolve + formulation), solve seconds (the solver itself), model size,
+and how the answer was proved (``proof``: the solver, or the presolve's dual bound). The table
+is printed and written as CSV (``--csv``, default ``benchmarks/results/solver_scaling.csv``),
+a row at a time so an interrupted run keeps what it measured. ``solvers/auto.py`` cites rows
+of the committed CSV for each of its rules.
 """
 
 from __future__ import annotations
@@ -56,10 +59,12 @@ from milp_parallel.solvers import solve_problem  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dp_scaling import chain_edges, series_parallel_edges  # noqa: E402
 
-G_PATH = Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")
-FIELDS = ("case", "solver", "status", "objective", "bound", "gap", "seconds",
-          "build_seconds", "solve_seconds", "variables", "rows", "nodes", "configs",
-          "problem_seconds")
+ROOT = Path(__file__).resolve().parents[1]
+G_PATH = ROOT / "data" / "asplos-2025-iopddl-G.json.gz"
+RESULTS = ROOT / "benchmarks" / "results" / "solver_scaling.csv"
+FIELDS = ("machine", "date", "case", "solver", "status", "objective", "bound", "gap",
+          "seconds", "build_seconds", "solve_seconds", "proof", "variables", "rows", "nodes",
+          "configs", "problem_seconds", "time_limit")
 
 ZOO_MODELS = ("lenet5", "alexnet", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
               "resnet101", "resnet152", "inception_v3", "densenet121", "mobilenet_v2",
@@ -140,12 +145,42 @@ def zoo_cases(models: Sequence[str], devices: Sequence[int],
             for m in models for n in devices for b in budgets]
 
 
+def machine() -> str:
+    """One line about this machine: cores, memory, CPU model, Python."""
+    import os
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        mem_s = f"{mem:.0f} GiB"
+    except (ValueError, OSError, AttributeError):
+        mem_s = "? GiB"
+    return f"{os.cpu_count()} cores, {mem_s}, {cpu}, Python {platform.python_version()}"
+
+
 def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Sequence[str], *,
-              time_limit: float | None = None, threads: int | None = 1) -> list[dict]:
+              time_limit: float | None = None, threads: int | None = 1,
+              csv_path: str | Path | None = None) -> list[dict]:
     """Solve every case with every solver; one row (dict with :data:`FIELDS`) per pair.
 
     A solver that refuses a case (e.g. dp on an interval budget) gets a row with its error.
+    With ``csv_path``, rows are appended to it as they come (the file is started anew).
     """
+    import datetime
+    stamp = {"machine": machine(), "date": datetime.date.today().isoformat(),
+             "time_limit": time_limit}
+    writer = None
+    if csv_path is not None:
+        Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
+        out = open(csv_path, "w", newline="")
+        writer = csv.DictWriter(out, fieldnames=FIELDS)
+        writer.writeheader()
     rows = []
     for name, build in cases:
         tp = time.perf_counter()
@@ -164,12 +199,17 @@ def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Seque
             try:
                 r = solve_problem(problem, solver, **opts)
             except Exception as exc:   # report and go on with the next solver
-                rows.append({"case": name, "solver": solver,
+                rows.append({**stamp, "case": name, "solver": solver,
                              "status": f"error: {type(exc).__name__}: {exc}"[:80],
                              "seconds": time.perf_counter() - t0})
+                if writer:
+                    writer.writerow({k: rows[-1].get(k, "") for k in FIELDS})
+                    out.flush()
                 continue
             rows.append({
-                "case": name, "solver": solver, "status": r.status,
+                **stamp, "proof": r.stats.get("proof", "") or "",
+                "case": name, "solver": r.stats.get("auto", "") and f"auto={r.solver}"
+                or solver, "status": r.status,
                 "objective": r.objective, "bound": r.bound, "gap": r.gap,
                 "seconds": r.seconds,
                 "build_seconds": r.stats.get("build_seconds", ""),
@@ -178,6 +218,11 @@ def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Seque
                 "nodes": problem.n_nodes, "configs": int(problem.n_configs.sum()),
                 "problem_seconds": problem_seconds})
             print(_fmt(rows[-1]), flush=True)
+            if writer:
+                writer.writerow({k: rows[-1].get(k, "") for k in FIELDS})
+                out.flush()
+    if writer:
+        out.close()
     return rows
 
 
@@ -220,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-random", action="store_true", help="IOPDDL G only")
     ap.add_argument("--no-g", action="store_true", help="random cases only")
     ap.add_argument("--g", type=Path, default=G_PATH)
-    ap.add_argument("--csv", default="solver_scaling.csv")
+    ap.add_argument("--csv", default=str(RESULTS))
     ap.add_argument("--zoo", action="store_true", help="zoo models on 'abci' instead")
     ap.add_argument("--models", nargs="+", default=list(ZOO_MODELS))
     ap.add_argument("--devices", nargs="+", type=int, default=[4, 16, 64])
@@ -233,10 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = zoo_cases(args.models, args.devices, budgets)
     else:
         cases = default_cases(args.quick, None if args.no_g else args.g, not args.no_random)
-    rows = run_cases(cases, args.solvers, time_limit=args.time_limit, threads=args.threads)
+    rows = run_cases(cases, args.solvers, time_limit=args.time_limit, threads=args.threads,
+                     csv_path=args.csv)
     print()
     print_table(rows)
-    write_csv(rows, args.csv)
     print(f"\nwrote {args.csv}")
     return 0
 

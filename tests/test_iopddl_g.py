@@ -52,9 +52,13 @@ def test_g_is_solved_and_proved(g_problem, solver):
 @pytest.mark.slow
 def test_cpsat_on_g_is_honest_under_a_time_limit(g_problem):
     r = solve_problem(g_problem, "cpsat", time_limit=3, threads=1)
-    assert r.status in ("optimal", "feasible")
-    assert r.objective >= G_OPTIMUM
-    assert r.bound <= G_OPTIMUM
+    # how far a 3 s run gets depends on the machine; what it says must be true
+    assert r.status in ("optimal", "feasible", "unknown")
+    assert not r.bound > G_OPTIMUM
+    if r.assignment is None:
+        assert r.status == "unknown"
+        return
+    assert r.objective >= G_OPTIMUM and r.objective < 1e17     # never a sentinel entry
+    assert g_problem.evaluate(r.assignment).feasible
     if r.status == "optimal":
         assert r.objective == G_OPTIMUM
-    assert np.isfinite(r.objective)

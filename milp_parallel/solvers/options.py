@@ -25,6 +25,9 @@ def _number(name: str, value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise InvalidOptionError(f"{name} must be a number, got {value!r}") from None
+    except OverflowError:
+        raise InvalidOptionError(f"{name} must be a number within the float range, got an "
+                                 f"integer of {len(str(abs(int(value))))} digits") from None
 
 
 def validate_time_limit(time_limit: Any) -> float | None:

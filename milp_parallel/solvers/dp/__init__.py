@@ -35,6 +35,11 @@ __all__ = ["DPSolver", "solve_unconstrained", "dp_lower_bound", "LagrangianBound
            "DEFAULT_MAX_TABLE_SIZE"]
 
 
+def _merge_seconds(deadline: Deadline) -> float:
+    """Time for one solution merge: 10% of the limit (2 s without one)."""
+    return 2.0 if deadline.time_limit is None else 0.1 * deadline.time_limit
+
+
 class DPSolver(Solver):
     """Exact graph search (registry name ``"dp"``); see :mod:`milp_parallel.solvers.dp`.
 
@@ -53,6 +58,11 @@ class DPSolver(Solver):
     fixing : bool
         Reduced-cost fixing from min-marginals in the budget search (default ``True``;
         ``False`` only for comparison: same answers, slower).
+    merge : bool
+        Solution merging in the budget search (default ``False``): the problem restricted to
+        the configurations of the relaxed solutions, solved by a nested search, for better
+        incumbents. Measured: resnet50@16 with the halfway budget reaches 0.0430 instead of
+        0.0432 in 30 s (the optimum is 0.0402); off by default for its cost elsewhere.
 
     ``warm_start`` (an assignment) seeds the budget search's incumbent when it meets the
     budget; ``gap`` lets the budget search stop early. ``threads`` does not apply (the search
@@ -73,6 +83,9 @@ class DPSolver(Solver):
         Option("root_iterations", 60, check_int("root_iterations", 1)),
         Option("node_iterations", 8, check_int("node_iterations", 1)),
         Option("fixing", True, check_bool("fixing")),
+        Option("merge", False, check_bool("merge"),
+               "solution merging in the budget search (a nested exact search over the "
+               "configurations of the relaxed solutions)"),
     )
 
     def accepts(self, problem: Problem) -> str | None:
@@ -150,7 +163,9 @@ class DPSolver(Solver):
             problem, eng, gap=options["gap"], deadline=deadline,
             max_branch_nodes=options["max_branch_nodes"],
             root_iterations=options["root_iterations"],
-            node_iterations=options["node_iterations"], fixing=options["fixing"])
+            node_iterations=options["node_iterations"], fixing=options["fixing"],
+            merge_seconds=_merge_seconds(deadline) if options["merge"] else 0.0,
+            callback=options["callback"])
         warm = options["warm_start"]
         if warm is not None:
             search.offer(problem.check_assignment(warm))
@@ -176,7 +191,7 @@ class DPSolver(Solver):
         status, bound, n_bb = search.run(allowed0)
         stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
                      branch_nodes=n_bb, fixed_configs=search.fixed,
-                     local_searches=search.local_searches,
+                     local_searches=search.local_searches, merges=search.merges,
                      binding_devices=[int(d) for d in search.active])
         if status in (FEASIBLE, UNKNOWN) and search.out_of_time():
             stats["time_limit_reached"] = True

@@ -37,7 +37,7 @@ import numpy as np
 from ...errors import InvalidOptionError, UnsupportedProblemError
 from ...problem import MEMORY_RTOL, Problem
 from ..options import Deadline
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, Progress
 from .engine import DEFAULT_MAX_TABLE_SIZE, Engine, OutOfTime
 
 __all__ = ["BudgetSearch", "LagrangianBound", "dp_lower_bound", "INTERVAL_MESSAGE"]
@@ -154,7 +154,7 @@ class BudgetSearch:
 
     def __init__(self, problem: Problem, eng: Engine, *, gap: float, deadline: Deadline,
                  max_branch_nodes: int, root_iterations: int, node_iterations: int,
-                 fixing: bool = True):
+                 fixing: bool = True, merge_seconds: float = 0.0, callback=None):
         self.p = problem
         self.eng = eng
         self.gap = gap
@@ -175,6 +175,12 @@ class BudgetSearch:
         self.lagrangian_iterations = 0
         self.fixed = 0
         self.local_searches = 0
+        self.pool: dict[bytes, np.ndarray] = {}      # distinct relaxed solutions
+        self.max_pool = 64
+        self.merge_seconds = merge_seconds
+        self.merges = 0
+        self.callback = callback
+        self.global_bound = -math.inf
         k = problem.n_configs
         self.offsets = np.concatenate([[0], np.cumsum(k)])
         self.nbrs: list[list] = [[] for _ in range(problem.n_nodes)]
@@ -237,6 +243,13 @@ class BudgetSearch:
         ev = self.p.evaluate(a)
         if ev.feasible and ev.cost < self.best_f:
             self.best_f, self.best_a = ev.cost, a.copy()
+            self.report()
+
+    def report(self) -> None:
+        """Tell the ``callback`` the incumbent's cost and the proved bound."""
+        if self.callback is not None:
+            self.callback(Progress("dp", self.deadline.elapsed(), self.best_f,
+                                   min(self.global_bound, self.best_f)))
 
     def tol(self) -> float:
         return 1e-10 * abs(self.best_f) if math.isfinite(self.best_f) else 0.0
@@ -349,8 +362,43 @@ class BudgetSearch:
         if not math.isfinite(val):
             return None
         self.offer(a)
+        if len(self.pool) < self.max_pool:
+            self.pool.setdefault(a.tobytes(), a.copy())
         return (val - float(lam @ self.budget), a, self.p.evaluate(a).cost,
                 self.mem_of(a) - self.budget)
+
+    def merge(self, seconds: float) -> None:
+        """Solution merging: solve the budgeted problem restricted to the configurations of
+        the relaxed solutions seen so far and of the incumbent, exactly, by a nested search
+        (without merging), and offer its answer.
+
+        The relaxations at different multipliers settle different parts of the network
+        differently; the best budgeted plan often combines them segment by segment, which
+        single swaps cannot reach.
+        """
+        from . import DPSolver
+        sols = list(self.pool.values()) + ([self.best_a] if self.best_a is not None else [])
+        if len(sols) < 2:
+            return
+        keep = [np.unique([a[v] for a in sols]) for v in range(self.p.n_nodes)]
+        if all(k.size == 1 for k in keep):
+            return
+        p = self.p
+        sub = Problem([c[k] for c, k in zip(p.node_costs, keep)], p.edges,
+                      [t[np.ix_(keep[int(u)], keep[int(w)])]
+                       for (u, w), t in zip(p.edges, p.edge_costs)],
+                      memory=[m[k] for m, k in zip(p.memory, keep)],
+                      memory_limit=p.memory_limit)
+        left = self.deadline.left()
+        seconds = seconds if left is None else min(seconds, left)
+        if seconds <= 0:
+            return
+        self.merges += 1
+        r = DPSolver().solve(sub, time_limit=seconds, merge=False)
+        if r.assignment is not None:
+            a = np.array([k[i] for k, i in zip(keep, r.assignment)], dtype=np.int64)
+            self.offer(a)
+            self.local_search(a, [np.isfinite(c) for c in p.node_costs])
 
     def evaluate_1d(self, allowed: list, lam: np.ndarray, iterations: int):
         """One device: maximise the concave piecewise-linear ``L(lambda)`` by cutting planes.
@@ -531,6 +579,9 @@ class BudgetSearch:
         lowest_pruned = math.inf
         while heap:
             pb, _, packed, lam = heapq.heappop(heap)
+            if pb > self.global_bound:        # best-first: the smallest open bound
+                self.global_bound = min(pb, lowest_pruned)
+                self.report()
             if pb >= self.prune_level():
                 lowest_pruned = min(lowest_pruned, pb)
                 continue
@@ -550,6 +601,11 @@ class BudgetSearch:
                 bound = min(min(h[0] for h in heap), lowest_pruned, self.best_f)
                 return (FEASIBLE if self.best_a is not None else UNKNOWN), bound, n_nodes
             bound = max(bound, pb)
+            if n_nodes in (1, 20, 200) and self.merge_seconds > 0:
+                try:
+                    self.merge(self.merge_seconds)
+                except OutOfTime:
+                    pass
             if a is None or bound >= self.prune_level():
                 if math.isfinite(bound):
                     lowest_pruned = min(lowest_pruned, bound)

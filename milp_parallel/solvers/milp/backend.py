@@ -40,8 +40,8 @@ from ..base import Option, Solver, check_choice, check_number
 from ..heuristics import incumbent
 from ..memory import least_memory
 from ..options import Deadline
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, OPTIMALITY_RTOL, UNKNOWN, SolveResult, \
-    relative_gap
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, OPTIMALITY_RTOL, UNKNOWN, Progress, \
+    SolveResult, relative_gap
 from .model import MilpModel, formulate
 from .presolve import DEFAULT_DOMINANCE_WORK, DP_REDUCTIONS, REDUCTIONS, presolve
 
@@ -163,6 +163,9 @@ class MilpBackend(Solver):
                  "incumbent_bad_entries": inc_stats.get("bad_entries")}
         stats.update(model.stats())
         warm = red.warm_start
+        if options["callback"] is not None and not red.infeasible:
+            options["callback"](Progress(self.name, deadline.elapsed(), red.upper_bound,
+                                         red.lower_bound))
         if red.infeasible:
             stats["least_peak_memory"] = least_memory(problem)
             return finish_result(problem, model, self.name, NativeResult(
