@@ -28,7 +28,7 @@ from .errors import InvalidTopologyError, UnknownNameError
 from .topology import Device, Level, Topology
 
 __all__ = ["get", "names", "describe", "load", "DEFAULT_EFFICIENCY",
-           "optcnn", "abci", "dgx_a100", "dgx_h100", "dgx_h200", "pcie_box"]
+           "optcnn", "abci", "dgx_a100", "dgx_h100", "dgx_h200", "pcie_box", "selene", "eos"]
 
 #: Fraction of the peak FLOP/s reached on real layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
@@ -172,9 +172,48 @@ def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, precision: str = "fp32")
                   Level("network-100g", 1, 12.5e9, IB_LATENCY_S))
 
 
+def selene(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "bf16") -> Topology:
+    """NVIDIA's Selene (where Megatron-LM's SC'21 measurements ran): DGX A100 80 GB nodes.
+
+    Sources: Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters
+    Using Megatron-LM*, SC'21, section 5 ("Each cluster node has 8 NVIDIA 80-GB A100 GPUs
+    connected to each other by NVLink and NVSwitch. Each node has eight NVIDIA Mellanox
+    200Gbps HDR Infiniband HCAs for application communication", a three-level fat tree;
+    "peak device throughput of an A100 GPU with 16-bit precision is 312 teraFLOP/s"). NVIDIA
+    A100 datasheet: 312 TFLOP/s fp16 / bf16 dense, 19.5 TFLOP/s fp32, 80 GB HBM2e, NVLink
+    600 GB/s per GPU in total = 300 GB/s per direction. One HDR card per GPU: 200 Gb/s =
+    25 GB/s per GPU per direction. The default precision is 16-bit (``"bf16"``: A100's fp16
+    and bf16 tensor-core peaks are the same 312 TFLOP/s). Latencies as the other presets.
+    """
+    _check_counts("selene", nodes, gpus_per_node, 8)
+    dev = Device("A100-SXM4-80GB", 80e9, _peak(precision, 19.5e12, 312e12, "selene"),
+                 DEFAULT_EFFICIENCY)
+    return _build("selene", dev, nodes, gpus_per_node,
+                  Level("nvswitch", 1, 300e9, NVLINK_LATENCY_S),
+                  Level("infiniband-hdr", 1, 25e9, IB_LATENCY_S))
+
+
+def eos(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "bf16") -> Topology:
+    """An H100 cluster of Selene's shape (NVIDIA's Eos): DGX H100 nodes, 8 GPUs on NVSwitch,
+    eight 400 Gb/s NDR InfiniBand cards per node.
+
+    Sources: NVIDIA H100 datasheet (SXM5): 989 TFLOP/s fp16 / bf16 dense, 67 TFLOP/s fp32,
+    80 GB HBM3, fourth-generation NVLink 900 GB/s per GPU in total = 450 GB/s per direction.
+    NVIDIA DGX H100 datasheet: 8 x single-port ConnectX-7 400 Gb/s NDR for compute traffic =
+    50 GB/s per GPU per direction. NVIDIA's Eos (DGX SuperPOD of DGX H100 systems, NDR fat
+    tree) is built from these nodes. Default precision 16-bit, as :func:`selene`.
+    """
+    _check_counts("eos", nodes, gpus_per_node, 8)
+    dev = Device("H100-SXM5-80GB", 80e9, _peak(precision, 67e12, 989e12, "eos"),
+                 DEFAULT_EFFICIENCY)
+    return _build("eos", dev, nodes, gpus_per_node,
+                  Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
+                  Level("infiniband-ndr", 1, 50e9, IB_LATENCY_S))
+
+
 _PRESETS: MappingProxyType[str, Callable[..., Topology]] = MappingProxyType({
     "optcnn": optcnn, "abci": abci, "dgx_a100": dgx_a100, "dgx_h100": dgx_h100,
-    "dgx_h200": dgx_h200, "pcie_box": pcie_box})
+    "dgx_h200": dgx_h200, "pcie_box": pcie_box, "selene": selene, "eos": eos})
 
 
 def names() -> tuple[str, ...]:
@@ -183,7 +222,7 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str, nodes: int | None = None, *, gpus_per_node: int | None = None,
-        precision: str = "fp32") -> Topology:
+        precision: str | None = None) -> Topology:
     """A preset cluster by name.
 
     Parameters
@@ -194,7 +233,8 @@ def get(name: str, nodes: int | None = None, *, gpus_per_node: int | None = None
         Number of nodes (the preset's default when omitted: 4 for optcnn and abci, 1 else).
     gpus_per_node : int, optional
         GPUs per node (the preset's default when omitted).
-    precision : {"fp32", "bf16"}
+    precision : {"fp32", "bf16"}, optional
+        Default ``"fp32"`` (``"bf16"`` for selene and eos).
 
     Raises
     ------
@@ -214,7 +254,7 @@ def get(name: str, nodes: int | None = None, *, gpus_per_node: int | None = None
         raise UnknownNameError(f"unknown cluster {name!r}; known clusters: "
                                f"{', '.join(names())} (or a JSON file via clusters.load)"
                                ) from None
-    kw: dict = {"precision": precision}
+    kw: dict = {} if precision is None else {"precision": precision}
     if nodes is not None:
         kw["nodes"] = nodes
     if gpus_per_node is not None:

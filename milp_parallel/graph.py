@@ -28,6 +28,7 @@ pool
 linear     last dim -> out_features     in*out(+out)     2*in*out per row            all dims
 batchnorm  same (channel axis 1)        2*C              2*|y|                       all dims
 layernorm  same (normalizes last dim)   2*C              5*|y|                       all but last
+rmsnorm    same (normalizes last dim)   C                4*|y|                       all but last
 elementwi  same                         0                |y|                         all dims
 add, mul   same (mul: size-1 broadcast) 0                (k-1)*|y| for k inputs      all dims
 concat     sum along ``dim``            0                0                           all dims
@@ -39,15 +40,29 @@ softmax    same (over the last dim)     0                3*|y|                  
 loss       (N,) cross-entropy           0                3*|x|                       n
 embedding  (N, S, dim) from ids (N, S)  vocab*dim        0                           all dims
 matmul     (N, *B, M, P)                0                2*prod(B)*M*K*P             all dims
+attention  (N, S, A*D) from packed qkv  0                4*S*S*A*D                   n, c
+slice      ``dim`` cut to stop - start  0                0                           all dims
 ========== ============================ ================ =========================== =========
 
 ``|y|`` is the number of output elements of one sample, ``|x|`` of the input. Convolution,
-linear and matmul FLOPs are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts
+linear, matmul and attention FLOPs are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts
 (2 per multiply-add, bias not counted); :meth:`LayerGraph.matmul_flops` sums them.
 
 ``matmul(a, b)`` is a batched matrix product without broadcasting: ``a`` is ``(N, *B, M, K)``
 and ``b`` is ``(N, *B, K, P)``; the result is ``(N, *B, M, P)``. Attention is written with
 ``reshape``/``transpose``: ``Q (N, A, S, Dh) @ K^T (N, A, Dh, S) -> (N, A, S, S)``.
+
+``attention(qkv, heads, kv_heads=, head_dim=)`` is the attention core of a transformer layer
+(scores, scale, mask, softmax, dropout, the product with the values) on a packed projection
+``qkv`` of shape ``(N, S, (A + 2G) D)`` (``A`` query heads, ``G`` key/value groups, ``D`` the
+head size): its columns are grouped per key/value group, ``[A/G query heads | key | value]``
+(Megatron-LM's layout; torch's ``[Q | K | V]`` is a permutation of the weight's rows), so a split
+of the output features into whole groups needs only its own groups' columns. Its FLOPs are
+the two batched products over the full ``S x S`` square (what FlopCounterMode counts for
+``scaled_dot_product_attention`` and what Megatron-LM's formula counts, causal or not).
+A ``linear`` with ``tied_to=`` (the name of an embedding of shape ``out x in``) shares that
+embedding's weight matrix: its ``params`` are its bias only (GPT's logits).
+``slice(x, dim, start, stop)`` keeps ``[start, stop)`` of one non-batch dim (ViT's class token).
 
 ``weight_split_dims`` is ``("c",)`` for conv, linear, embedding and batch-norm (splitting the
 output channels / features splits their parameters), ``()`` otherwise (layer-norm's weights are
@@ -125,8 +140,8 @@ _DEFAULT_DIMS = {1: "n", 2: "nc", 3: "ncw", 4: "nchw", 5: "ncdhw"}
 _SPATIAL_LETTERS = {1: "w", 2: "hw", 3: "dhw"}
 
 #: Per-element forward FLOPs of ops that are not matrix products.
-_ELEMENT_FLOPS = {"batchnorm": 2, "layernorm": 5, "elementwise": 1, "dropout": 1,
-                  "softmax": 3}
+_ELEMENT_FLOPS = {"batchnorm": 2, "layernorm": 5, "rmsnorm": 4, "elementwise": 1,
+                  "dropout": 1, "softmax": 3}
 
 
 class FrozenAttrs(Mapping):
@@ -256,8 +271,10 @@ class Layer:
             return self.dims[:2]
         if op in ("flatten", "reshape", "loss"):
             return ("n",) if "n" in self.dims else self.dims[:1]
-        if op in ("layernorm", "softmax"):
+        if op in ("layernorm", "rmsnorm", "softmax"):
             return self.dims[:-1]
+        if op == "attention":
+            return (self.dims[0], self.dims[-1])
         return self.dims
 
     @property
@@ -432,6 +449,32 @@ def _region_matmul(layer, i, lo, hi):
     return in_lo, in_hi
 
 
+def _region_attention(layer, i, lo, hi):
+    """All key positions; the packed columns of the key/value groups the output heads use."""
+    a = layer.attrs
+    per = a["heads"] // a["kv_heads"]                   # query heads per group
+    width = (per + 2) * a["head_dim"]                   # packed columns per group
+    in_lo = lo.copy()
+    in_hi = hi.copy()
+    in_lo[..., 1] = 0
+    in_hi[..., 1] = layer.input_shapes[0][1]
+    heads_hi = -((-hi[..., -1]) // a["head_dim"])      # ceil
+    g_lo = (lo[..., -1] // a["head_dim"]) // per
+    g_hi = -((-heads_hi) // per)
+    in_lo[..., -1] = g_lo * width
+    in_hi[..., -1] = g_hi * width
+    return in_lo, in_hi
+
+
+def _region_slice(layer, i, lo, hi):
+    axis = layer.dims.index(layer.attrs["dim"])
+    in_lo = lo.copy()
+    in_hi = hi.copy()
+    in_lo[..., axis] = lo[..., axis] + layer.attrs["start"]
+    in_hi[..., axis] = hi[..., axis] + layer.attrs["start"]
+    return in_lo, in_hi
+
+
 def _region_none(layer, i, lo, hi):  # pragma: no cover - input has no inputs
     raise InvalidGraphError(f"layer {layer.name!r} is an input and has no input region")
 
@@ -444,6 +487,7 @@ _REGION = {
     "concat": _region_concat, "flatten": _region_samples, "reshape": _region_samples,
     "transpose": _region_transpose, "dropout": _region_same, "softmax": _region_lastdim_all,
     "loss": _region_samples, "embedding": _region_embedding, "matmul": _region_matmul,
+    "rmsnorm": _region_lastdim_all, "attention": _region_attention, "slice": _region_slice,
 }
 
 #: Every op a layer may have.
@@ -605,17 +649,28 @@ def _infer(name: str, op: str, attrs: dict, shapes: list[tuple[int, ...]],
                 f"layer {name!r} (linear): input 0 has {fin} features (shape {x}) but "
                 f"in_features={a['in_features']}; add a flatten or fix in_features")
         a.update(out_features=fout, in_features=fin, bias=bool(a.get("bias", True)))
+        tied = a.get("tied_to")
+        if tied is not None and (not isinstance(tied, str) or not tied):
+            raise InvalidGraphError(
+                f"layer {name!r} (linear): tied_to must be the name of an embedding layer, "
+                f"got {tied!r}")
+        a.pop("tied_to", None)
+        if tied is not None:
+            a["tied_to"] = tied
         out = x[:-1] + (fout,)
-        params = fin * fout + (fout if a["bias"] else 0)
+        params = (0 if tied else fin * fout) + (fout if a["bias"] else 0)
         return a, out, dims_in[0], params, 2.0 * _prod(x[1:-1]) * fin * fout
 
-    if op in ("batchnorm", "layernorm", "elementwise", "dropout", "softmax"):
+    if op in ("batchnorm", "layernorm", "rmsnorm", "elementwise", "dropout", "softmax"):
         if op == "batchnorm":
             need_rank(2)
             params = 2 * x[1]
         elif op == "layernorm":
             need_rank(2)
             params = 2 * x[-1]
+        elif op == "rmsnorm":
+            need_rank(2)
+            params = x[-1]
         else:
             params = 0
         if op == "elementwise":
@@ -746,6 +801,51 @@ def _infer(name: str, op: str, attrs: dict, shapes: list[tuple[int, ...]],
         flops = 2.0 * _prod(A[1:-1]) * A[-1] * B[-1]
         return a, out, dims, 0, flops
 
+    if op == "attention":
+        need_rank(3, 3)
+        heads = int(a.get("heads", 0))
+        groups = int(a.get("kv_heads") or heads)
+        if heads <= 0 or groups <= 0 or heads % groups:
+            raise InvalidGraphError(
+                f"layer {name!r} (attention): heads={heads} must be positive and a multiple "
+                f"of kv_heads={groups}")
+        width = x[-1]
+        d = a.get("head_dim")
+        d = width // (heads + 2 * groups) if d is None else int(d)
+        if d <= 0 or (heads + 2 * groups) * d != width:
+            raise InvalidGraphError(
+                f"layer {name!r} (attention): the packed input has {width} features but "
+                f"(heads + 2 kv_heads) x head_dim = ({heads} + 2 x {groups}) x {d}; give the "
+                "projection (heads + 2 kv_heads) x head_dim outputs")
+        p_drop = float(a.get("dropout", 0.0))
+        if not 0.0 <= p_drop < 1.0:
+            raise InvalidGraphError(
+                f"layer {name!r} (attention): dropout={p_drop} must be in [0, 1)")
+        a.update(heads=heads, kv_heads=groups, head_dim=d, causal=bool(a.get("causal", True)),
+                 dropout=p_drop)
+        S = x[1]
+        out = (N, S, heads * d)
+        return a, out, dims_in[0], 0, 4.0 * S * S * heads * d
+
+    if op == "slice":
+        d0 = dims_in[0]
+        dim = a.get("dim")
+        if isinstance(dim, (int, np.integer)) and not isinstance(dim, bool):
+            dim = d0[int(dim)] if 1 <= int(dim) < len(x) else None
+        if dim not in d0[1:]:
+            raise InvalidGraphError(
+                f"layer {name!r} (slice): dim {a.get('dim')!r} is not a non-batch dim of the "
+                f"input (dims {''.join(d0)})")
+        axis = d0.index(dim)
+        start, stop = int(a.get("start", 0)), int(a.get("stop", x[axis]))
+        if not 0 <= start < stop <= x[axis]:
+            raise InvalidGraphError(
+                f"layer {name!r} (slice): [{start}, {stop}) is not a non-empty range inside "
+                f"dim {dim!r} of size {x[axis]}")
+        a.update(dim=dim, start=start, stop=stop)
+        out = x[:axis] + (stop - start,) + x[axis + 1:]
+        return a, out, d0, 0, 0.0
+
     raise InvalidGraphError(  # pragma: no cover - op checked by the caller
         f"layer {name!r}: unknown op {op!r}")
 
@@ -842,6 +942,13 @@ class LayerGraph:
                 f"layer {name!r} ({op}): inputs have different batch sizes {shapes}")
         attrs = {k: _freeze(v) for k, v in attrs.items()}
         a, out, dims, params, flops = _infer(name, op, attrs, shapes, dims_in)
+        if op == "linear" and a.get("tied_to") is not None:
+            t = self._layers.get(a["tied_to"])
+            if t is None or t.op != "embedding" or (t.attrs["vocab"], t.attrs["dim"]) != (
+                    a["out_features"], a["in_features"]):
+                raise InvalidGraphError(
+                    f"layer {name!r} (linear): tied_to={a['tied_to']!r} must name an earlier "
+                    f"embedding with vocab={a['out_features']} and dim={a['in_features']}")
         if op == "input" and self._layers:
             b = self.batch_size
             if b is not None and out[0] != b:
@@ -893,10 +1000,11 @@ class LayerGraph:
         return self.add_layer(name, "global_pool", (x,), kind=kind)
 
     def linear(self, name: str, x: str, out_features: int, *, bias: bool = True,
-               in_features: int | None = None) -> str:
-        """Fully connected layer on the last dim (``(N, C)`` or ``(N, S, C)`` inputs)."""
+               in_features: int | None = None, tied_to: str | None = None) -> str:
+        """Fully connected layer on the last dim (``(N, C)`` or ``(N, S, C)`` inputs);
+        ``tied_to`` names an embedding whose ``out x in`` table is this layer's weight."""
         return self.add_layer(name, "linear", (x,), out_features=out_features, bias=bias,
-                              in_features=in_features)
+                              in_features=in_features, tied_to=tied_to)
 
     def batchnorm(self, name: str, x: str) -> str:
         """Batch normalization over channel axis 1 (2*C affine parameters)."""
@@ -905,6 +1013,22 @@ class LayerGraph:
     def layernorm(self, name: str, x: str) -> str:
         """Layer normalization over the last dim (2*C affine parameters)."""
         return self.add_layer(name, "layernorm", (x,))
+
+    def rmsnorm(self, name: str, x: str) -> str:
+        """RMS normalization over the last dim (C scale parameters, no bias)."""
+        return self.add_layer(name, "rmsnorm", (x,))
+
+    def attention(self, name: str, qkv: str, heads: int, *, kv_heads: int | None = None,
+                  head_dim: int | None = None, causal: bool = True, dropout: float = 0.0
+                  ) -> str:
+        """The attention core on a packed ``(N, S, (heads + 2 kv_heads) head_dim)``
+        projection (columns grouped per key/value group): ``(N, S, heads x head_dim)``."""
+        return self.add_layer(name, "attention", (qkv,), heads=heads, kv_heads=kv_heads,
+                              head_dim=head_dim, causal=causal, dropout=dropout)
+
+    def slice(self, name: str, x: str, dim: str | int, start: int, stop: int) -> str:
+        """Keep ``[start, stop)`` of the non-batch dim ``dim`` (letter or axis)."""
+        return self.add_layer(name, "slice", (x,), dim=dim, start=start, stop=stop)
 
     def elementwise(self, name: str, x: str, fn: str = "relu") -> str:
         """An element-wise function (relu, relu6, gelu, sigmoid, tanh, silu, ...)."""
@@ -1030,10 +1154,10 @@ class LayerGraph:
         return sum(L.params for L in self._layers.values())
 
     def matmul_flops(self) -> float:
-        """Forward FLOPs per sample of conv, linear and matmul layers (FlopCounterMode's
-        count at batch 1)."""
+        """Forward FLOPs per sample of conv, linear, matmul and attention layers
+        (FlopCounterMode's count at batch 1)."""
         return float(sum(L.flops for L in self._layers.values()
-                         if L.op in ("conv", "linear", "matmul")))
+                         if L.op in ("conv", "linear", "matmul", "attention")))
 
     def flops(self) -> float:
         """Forward FLOPs per sample of all layers."""
