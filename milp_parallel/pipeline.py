@@ -685,6 +685,11 @@ def _pareto_mask(c: np.ndarray) -> np.ndarray:
     n = len(c)
     if n <= 1:
         return np.ones(n, bool)
+    if n <= 48:
+        le = (c[:, None, :] <= c[None, :, :]).all(axis=2)        # le[a, b]: a <= b
+        eq = le & le.T
+        first = np.arange(n)[:, None] < np.arange(n)[None, :]
+        return ~((le & ~eq) | (eq & first)).any(axis=0)
     order = np.lexsort(c.T[::-1])
     cs = c[order]
     keep = np.ones(n, bool)
@@ -705,12 +710,32 @@ def _prune(state: np.ndarray, crit: np.ndarray, assign: np.ndarray):
     if state.shape[1] == 0:
         m = _pareto_mask(crit)
         return state[m], crit[m], assign[m]
-    _, inv = np.unique(state, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    order = np.argsort(inv, kind="stable")
-    bounds = np.flatnonzero(np.diff(inv[order])) + 1
+    base = int(state.max()) + 1
+    key = np.zeros(len(state), np.int64)
+    for col in state.T:
+        key = key * base + col
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    sizes = np.diff(np.r_[starts, len(ks)])
     keep = np.zeros(len(crit), bool)
-    for idx in np.split(order, bounds):
+    small = sizes <= 48
+    # the small groups at once: (G, g, g) comparisons on padded blocks
+    if small.any():
+        g = int(sizes[small].max())
+        st, sz = starts[small], sizes[small]
+        pos = st[:, None] + np.arange(g)[None, :]
+        valid = np.arange(g)[None, :] < sz[:, None]
+        idx = order[np.where(valid, pos, st[:, None])]
+        c = np.where(valid[..., None], crit[idx], np.inf)
+        le = (c[:, :, None, :] <= c[:, None, :, :]).all(axis=3)     # le[G, a, b]: a <= b
+        eq = le & le.transpose(0, 2, 1)
+        first = np.arange(g)[:, None] < np.arange(g)[None, :]
+        dom = ((le & ~eq) | (eq & first[None])) & valid[:, :, None]
+        ok = ~dom.any(axis=1) & valid
+        keep[idx[ok]] = True
+    for s0, n in zip(starts[~small], sizes[~small]):
+        idx = order[s0:s0 + n]
         keep[idx[_pareto_mask(crit[idx])]] = True
     return state[keep], crit[keep], assign[keep]
 
@@ -765,6 +790,42 @@ def _dominance_program(crit: Sequence[np.ndarray], preds: Sequence[Sequence[tupl
     return open_ops, state[:, order], cr, assign
 
 
+def _min_program(cost: Sequence[np.ndarray], preds: Sequence[Sequence[tuple]]) -> float:
+    """The least total cost of a chain-like group of layers (own costs ``cost[j]`` of
+    shape ``(K_j,)`` plus re-layout tables): the dominance program with one criterion."""
+    last_use: dict[int, int] = {}
+    for j, ps in enumerate(preds):
+        for u, _ in ps:
+            last_use[u] = max(last_use.get(u, -1), j)
+    open_ops: list[int] = []
+    state = np.zeros((1, 0), np.int64)
+    val = np.zeros(1)
+    for j, c in enumerate(cost):
+        K = len(c)
+        kj = np.tile(np.arange(K), len(val))
+        state = np.repeat(state, K, axis=0)
+        val = np.repeat(val, K) + c[kj]
+        for u, table in preds[j]:
+            val = val + table[state[:, open_ops.index(u)], kj]
+        state = np.column_stack([state, kj])
+        open_ops.append(j)
+        alive = [o for o in open_ops if last_use.get(o, -1) > j]
+        state = state[:, [open_ops.index(o) for o in alive]]
+        open_ops = alive
+        if state.shape[1] == 0:
+            state, val = state[:1], np.array([val.min()])
+            continue
+        base = int(state.max()) + 1
+        key = np.zeros(len(state), np.int64)
+        for colv in state.T:
+            key = key * base + colv
+        order = np.lexsort((val, key))
+        first = np.r_[True, key[order][1:] != key[order][:-1]]
+        keep = order[first]
+        state, val = state[keep], val[keep]
+    return float(val.min())
+
+
 @dataclass
 class _Points:
     """Non-dominated assignments of a group of layers (one row each)."""
@@ -795,6 +856,9 @@ class _StageTables:
                  zeros: Sequence[int], modes: Sequence[str], multi_stage: bool, *,
                  fixed: Mapping[str, str] | None = None):
         self.graph, self.struct, self.pricing = graph, struct, pricing
+        # ZeRO-1 moves the same bytes as ZeRO-0 and holds and updates less: with both
+        # allowed, stage 0 is dominated and not enumerated
+        zeros = tuple(z for z in zeros if not (z == 0 and 1 in zeros and fixed is None))
         self.zeros, self.modes, self.multi_stage = tuple(zeros), tuple(modes), multi_stage
         t = pricing.t
         blk = [graph.layer(n) for n in struct.blocks[0]]
@@ -1274,10 +1338,10 @@ class _ComboProblem:
                 r = pick
         return j, q, r
 
-    def options(self, s: int, t_cap: float = math.inf) -> dict[str, np.ndarray]:
+    def options(self, s: int, t_cap: float = math.inf, only=None) -> dict[str, np.ndarray]:
         """Feasible options of stage ``s`` with ``t_s <= t_cap``: arrays ``k, t, y, mem, j,
         q, r`` (``q`` / ``r``: the pre / post point, -1 when the stage has none), for each
-        block count only those not dominated in (time, flush)."""
+        block count (``only``: these counts) only those not dominated in (time, flush)."""
         T, c = self.T, self.c
         p, v = c.p, c.v
         B, pre, post = T.block, T.pre, T.post
@@ -1297,26 +1361,25 @@ class _ComboProblem:
                 c_y[has] += u[:, 1]
                 c_m[has] += u[:, 2] + f * u[:, 3] + u[:, 4]
         kmax = self.L // v - (p - 1)
-        out = {n: [] for n in ("k", "t", "y", "mem", "j", "q", "r")}
-        for k in range(1, kmax + 1):
-            t = k * a_t + c_t
-            ok = t <= t_cap
-            if self.budget is not None:
-                ok &= k * a_m + c_m <= self.budget * (1 + _REL_TOL)
-            if not ok.any():
-                if t.min() > t_cap:
-                    break
-                continue
-            idx = np.flatnonzero(ok)
-            y = k * a_y[idx] + c_y[idx]
-            front = idx[_front_2d(t[idx], y)]
-            out["t"].append(t[front])
-            out["y"].append(k * a_y[front] + c_y[front])
-            out["mem"].append(k * a_m[front] + c_m[front])
-            for name, arr in (("j", j), ("q", q), ("r", r)):
-                out[name].append(arr[front])
-            out["k"].append(np.full(len(front), k))
-        return {n: (np.concatenate(x) if x else np.zeros(0)) for n, x in out.items()}
+        ks = np.arange(1, kmax + 1) if only is None else np.asarray(only, np.int64)
+        t = ks[:, None] * a_t[None, :] + c_t[None, :]                     # (K, J)
+        ok = t <= t_cap
+        if self.budget is not None:
+            ok &= ks[:, None] * a_m[None, :] + c_m[None, :] <= self.budget * (1 + _REL_TOL)
+        y = ks[:, None] * a_y[None, :] + c_y[None, :]
+        tt = np.where(ok, t, np.inf)
+        order = np.argsort(tt, axis=1, kind="stable")
+        ys = np.take_along_axis(np.where(ok, y, np.inf), order, axis=1)
+        best = np.minimum.accumulate(ys, axis=1)
+        front = np.ones_like(ys, bool)
+        front[:, 1:] = ys[:, 1:] < best[:, :-1]
+        front &= np.take_along_axis(ok, order, axis=1)
+        rows, cols = np.nonzero(front)
+        pick = order[rows, cols]
+        kk = ks[rows]
+        out = {"k": kk, "t": t[rows, pick], "y": y[rows, pick],
+               "mem": kk * a_m[pick] + c_m[pick], "j": j[pick], "q": q[pick], "r": r[pick]}
+        return out
 
     def least_memory(self) -> float:
         """The least peak memory over every choice of this combination (no budget): the
@@ -1448,7 +1511,7 @@ class _ComboProblem:
         ks = [total // p + (1 if s >= p - total % p else 0) for s in range(p)]
         pick = []
         for s in range(p):
-            o = self.options(s)
+            o = self.options(s, only=[ks[s]])
             sel = np.flatnonzero(o["k"] == ks[s]) if len(o["k"]) else np.zeros(0, int)
             if len(sel) == 0:
                 return None, math.inf
@@ -1579,17 +1642,35 @@ class _Search:
             self._tables[key] = hit
         return hit
 
-    def low(self, Ds: int, t: int, b: int) -> tuple[float, float, float]:
+    def _least(self, pr: _MeshPricing, names: Sequence[str], col: int) -> float:
+        """The least time (``col=0``, per micro-batch, with the re-layouts inside the
+        group: a min-sum program over the layers' kinds) or flush time (``col=1``: each
+        layer's least) of a group of layers over every assignment and ZeRO stage, without
+        recomputation."""
+        layers = [self.graph.layer(n) for n in names]
+        kinds = [pr.kinds(L) for L in layers]
+        zs = self.options.zero
+        if col == 1:
+            return sum(min(float(pr.criteria(L, ks, z, "none")[:, 1].min()) for z in zs)
+                       for L, ks in zip(layers, kinds))
+        z = min(zs, key=lambda x: (x >= 2, x))        # ZeRO 2 / 3 only add time
+        pos = {L.name: j for j, L in enumerate(layers)}
+        crit = [pr.criteria(L, ks, z, "none")[:, 0] for L, ks in zip(layers, kinds)]
+        preds = [[(pos[u], np.add(*pr.edge(layers[pos[u]], L, i, kinds[pos[u]], kinds[j])))
+                  for i, u in enumerate(L.inputs) if u in pos] for j, L in enumerate(layers)]
+        return _min_program(crit, preds)
+
+    def low(self, Ds: int, t: int, b: int) -> tuple[float, ...]:
+        """Lower bounds per micro-batch (one block, the pre layers, the post layers) and per
+        iteration (the same three): the least over every assignment and ZeRO stage without
+        recomputation, memory or messages between stages."""
         key = (Ds, t, b)
         hit = self._low.get(key)
         if hit is None:
             pr = self.pricing(Ds, t, b)
-            z = min(self.options.zero, key=lambda x: (x >= 2, x))
-
-            def lo(names):
-                return sum(float(pr.criteria(L, pr.kinds(L), z, "none")[:, 0].min())
-                           for L in (self.graph.layer(n) for n in names))
-            hit = (lo(self.struct.blocks[0]), lo(self.struct.pre), lo(self.struct.post))
+            hit = tuple(self._least(pr, names, col) for col in (0, 1)
+                        for names in (self.struct.blocks[0], self.struct.pre,
+                                      self.struct.post))
             self._low[key] = hit
         return hit
 
@@ -1619,9 +1700,10 @@ def _combos(search: _Search, N: int, B: int, L: int) -> list[_Combo]:
                     for sched in o.schedules:
                         if v > 1 and sched != "1f1b":
                             continue
-                        blk, pre, post = search.low(Ds, t, b)
+                        blk, pre, post, y_blk, y_pre, y_post = search.low(Ds, t, b)
                         S = L * blk + pre + post
-                        lb = (m - 1.0 / v) * S / p + S / v
+                        Y = L * y_blk + y_pre + y_post
+                        lb = (m - 1.0 / v) * S / p + S / v + Y / p
                         out.append(_Combo(p, t, m, v, sched, b, lb))
     out.sort(key=lambda c: (c.lower_bound, c.p, c.t, c.m, c.v))
     return out
@@ -1750,6 +1832,9 @@ def solve_pipeline(model, cluster, *, global_batch: int | None = None,
         stats["milps"] += 1
         if ch is None and start is not None and ub < best[0]:
             ch, it = start, ub
+        logger.debug("combo p=%d t=%d m=%d v=%d %s b=%d: bound %.6g, heuristic %.6g, "
+                     "%s %.6g", c.p, c.t, c.m, c.v, c.schedule, c.b, c.lower_bound, ub, st,
+                     it)
         if ch is not None and it < best[0]:
             best = (it, c, prob, ch)
         elif ch is None and st == "infeasible" and start is None:
