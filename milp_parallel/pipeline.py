@@ -1413,36 +1413,33 @@ class _ComboProblem:
         return float(best[total])
 
     # ------------------------------------------------------------------ the MILP
-    def _milp(self, opts, objective: str = "time"):
+    def _milp(self, opts):
+        """One option per stage (binaries ``z``), block counts adding up, ``top >= t_s``,
+        ``ymax >= y_s``; times in units of ``scale`` (the largest option time) so that the
+        solver's tolerances are relative."""
         c = self.c
         p, v, m = c.p, c.v, c.m
+        scale = max(float(max(o["t"].max(), o["y"].max())) for o in opts) or 1.0
         M = _Model()
         z = [M.var(integer=True, hi=1, n=len(o["k"])) for o in opts]
         ts = [M.var(lo=0) for _ in range(p)]
         ys = [M.var(lo=0) for _ in range(p)]
         top, ymax = M.var(lo=0), M.var(lo=0)
-        peak = M.var(lo=0) if objective == "memory" else None
-        kk = []
-        kv = []
+        kk, kv = [], []
         for s, o in enumerate(opts):
             M.row(z[s], 1.0, 1, 1)
-            M.row(np.r_[z[s], ts[s]], np.r_[o["t"], -1.0], 0, 0)
-            M.row(np.r_[z[s], ys[s]], np.r_[o["y"], -1.0], 0, 0)
+            M.row(np.r_[z[s], ts[s]], np.r_[o["t"] / scale, -1.0], 0, 0)
+            M.row(np.r_[z[s], ys[s]], np.r_[o["y"] / scale, -1.0], 0, 0)
             M.row([top, ts[s]], [1.0, -1.0], lo=0)
             M.row([ymax, ys[s]], [1.0, -1.0], lo=0)
-            if peak is not None:
-                M.row(np.r_[z[s], peak], np.r_[o["mem"], -1.0], hi=0)
             kk.extend(z[s].tolist())
             kv.extend(o["k"].tolist())
         M.row(kk, kv, self.L // v, self.L // v)
-        if peak is not None:
-            M.cost[peak] = 1.0
-        else:
-            M.cost[top] = m - 1.0 / v
-            M.cost[ymax] = 1.0
-            for s in range(p):
-                M.cost[ts[s]] = 1.0 / v
-        return M, dict(z=z, t=ts, y=ys, top=top, ymax=ymax)
+        M.cost[top] = m - 1.0 / v
+        M.cost[ymax] = 1.0
+        for s in range(p):
+            M.cost[ts[s]] = 1.0 / v
+        return M, dict(z=z, t=ts, y=ys, top=top, ymax=ymax, scale=scale)
 
     def _start(self, opts, ref, model: _Model, ch: _Choice) -> np.ndarray | None:
         """The MILP's column values of a choice (None when it is not among the options)."""
@@ -1455,10 +1452,10 @@ class _ComboProblem:
             if len(hit) == 0:
                 return None
             x[ref["z"][s][hit[0]]] = 1.0
-            x[ref["t"][s]] = vals[s][0]
-            x[ref["y"][s]] = vals[s][1]
-        x[ref["top"]] = max(v[0] for v in vals)
-        x[ref["ymax"]] = max(v[1] for v in vals)
+            x[ref["t"][s]] = vals[s][0] / ref["scale"]
+            x[ref["y"][s]] = vals[s][1] / ref["scale"]
+        x[ref["top"]] = max(v[0] for v in vals) / ref["scale"]
+        x[ref["ymax"]] = max(v[1] for v in vals) / ref["scale"]
         return x
 
     def _tighten(self, opts, upper: float):
@@ -1533,6 +1530,7 @@ class _ComboProblem:
         model, ref = self._milp(opts)
         x0 = self._start(opts, ref, model, start) if start is not None else None
         status, obj, vals, bound = model.solve(time_limit, x0)
+        obj, bound = obj * ref["scale"], bound * ref["scale"]
         if vals is None:
             return status, None, math.inf, bound
         pick = [int(np.argmax(vals[ref["z"][s]])) for s in range(p)]

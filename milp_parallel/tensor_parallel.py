@@ -59,7 +59,7 @@ Examples
 >>> from milp_parallel.models.gpt import gpt
 >>> g = gpt(1, layers=1, hidden=64, heads=4, vocab=128, seq_len=32)
 >>> [k.name for k in layer_kinds(g.layer("layers.0.proj"), 2, micro_batch=2)]
-['row', 'seq', 'sample']
+['column', 'column_sp', 'row', 'seq', 'sample']
 """
 
 from __future__ import annotations
