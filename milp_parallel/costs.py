@@ -4,14 +4,18 @@ All methods take a whole ``(K, ndim)`` array of configurations (see :mod:`.confi
 placement rule decides which device holds which tile) and answer for all of them at once.
 Times are seconds per training step (forward + backward); memory is bytes per device.
 
-- :meth:`CostModel.compute_seconds` (``t_c``): FLOPs of the largest tile, forward plus
-  backward, over ``peak_flops * efficiency``. Layer FLOPs are assumed proportional to the
-  output elements a tile computes. Backward = ``backward_factor`` (2) x forward for layers
-  with parameters (input gradient + weight gradient), ``backward_factor_no_params`` (1) x
-  forward otherwise (input gradient only). With a ``profile`` (any object with
-  ``lookup(layer, tile_shape) -> seconds or None``), a measured forward+backward time of the
-  largest tile replaces the estimate; misses fall back and are counted in
-  :attr:`CostModel.profile_stats`.
+- :meth:`CostModel.compute_seconds` (``t_c``): forward, backward and optimizer update of the
+  largest tile. Default (``compute_model="roofline"``): the per-op roofline of
+  :mod:`milp_parallel.roofline` (FLOPs at the op class's speed or bytes at the memory
+  bandwidth, whichever is slower, plus a launch time per kernel; each phase from its own FLOPs
+  and bytes). ``compute_model="flops"`` is the older model: FLOPs of the tile, forward plus
+  backward, over ``peak_flops * efficiency``, backward = ``backward_factor`` (2) x forward
+  for layers with parameters, ``backward_factor_no_params`` (1) x forward otherwise, no
+  update. Layer FLOPs are proportional to the output elements a tile computes. With a
+  ``profile`` (any object with ``lookup(layer, tile_shape) -> seconds or None``), a measured
+  forward+backward time of the largest tile replaces the forward+backward estimate (the
+  update stays estimated); misses fall back and are counted in
+  :attr:`CostModel.profile_stats`. :meth:`CostModel.compute_phases` gives the three phases.
 - :meth:`CostModel.sync_seconds` (``t_s``): ring all-reduce of the weight shard (``params /
   prod(degrees of weight_split_dims) * bytes_per_element``) among the replicas holding the same
   shard, on the slowest link that ring crosses; the slowest of the rings (they run in
@@ -57,9 +61,13 @@ import numpy as np
 
 from .configs import tile_boxes, tile_extent
 from .errors import InvalidTopologyError
-from .topology import Topology
+from .roofline import RooflineParams, phase_seconds
+from .topology import DTYPE_BYTES, Topology
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "COMPUTE_MODELS"]
+
+#: The compute models :class:`CostModel` knows.
+COMPUTE_MODELS = ("roofline", "flops")
 
 logger = logging.getLogger(__name__)
 
@@ -92,23 +100,34 @@ class CostModel:
     Parameters
     ----------
     topology : Topology
-    bytes_per_element : int, default 4
-        4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike).
+    bytes_per_element : int, optional
+        4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike). Default:
+        that of ``dtype``, or 4.
     optimizer_state_factor : float, default 2.0
         Optimizer state per weight, in weights (Adam: 2, SGD with momentum: 1, plain SGD: 0).
     backward_factor : float, default 2.0
-        Backward FLOPs / forward FLOPs for layers with parameters.
+        Backward FLOPs / forward FLOPs for layers with parameters (``compute_model="flops"``
+        only; the roofline counts each op's backward itself).
     backward_factor_no_params : float, default 1.0
         The same for layers without parameters.
     backward_transfer_factor : float, default 1.0
         Backward redistribution time / forward redistribution time (see the module docstring).
     profile : object, optional
         Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time).
+    compute_model : {"roofline", "flops"}, default "roofline"
+        See the module docstring.
+    roofline : RooflineParams, optional
+        The roofline's efficiencies (default :class:`~milp_parallel.roofline.RooflineParams`).
+    dtype : str, optional
+        ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ...: the compute peak is the device's
+        data-sheet peak for it (``Device.peak_flops_for``) instead of ``peak_flops``, and
+        ``bytes_per_element`` defaults to its size.
 
     Raises
     ------
     InvalidTopologyError
-        When ``topology`` is not a Topology, or a factor is negative.
+        When ``topology`` is not a Topology, a factor is negative, the compute model is
+        unknown, or the device states no peak for ``dtype``.
 
     Examples
     --------
@@ -123,12 +142,30 @@ class CostModel:
     [0.0, 5.403264e-05, 0.0]
     """
 
-    def __init__(self, topology: Topology, *, bytes_per_element: int = 4,
+    def __init__(self, topology: Topology, *, bytes_per_element: int | None = None,
                  optimizer_state_factor: float = 2.0, backward_factor: float = 2.0,
                  backward_factor_no_params: float = 1.0, backward_transfer_factor: float = 1.0,
-                 profile: Any = None) -> None:
+                 profile: Any = None, compute_model: str = "roofline",
+                 roofline: RooflineParams | None = None, dtype: str | None = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
+        if compute_model not in COMPUTE_MODELS:
+            raise InvalidTopologyError(f"CostModel: unknown compute_model {compute_model!r}; "
+                                       f"known: {', '.join(COMPUTE_MODELS)}")
+        if roofline is not None and not isinstance(roofline, RooflineParams):
+            raise InvalidTopologyError(f"CostModel: roofline must be a RooflineParams, got "
+                                       f"{roofline!r}")
+        if dtype is not None:
+            if dtype not in DTYPE_BYTES:
+                raise InvalidTopologyError(f"CostModel: unknown dtype {dtype!r}; known: "
+                                           f"{', '.join(DTYPE_BYTES)}")
+            self.peak_flops = topology.device.peak_flops_for(dtype)
+            if bytes_per_element is None:
+                bytes_per_element = DTYPE_BYTES[dtype]
+        else:
+            self.peak_flops = float(topology.device.peak_flops)
+        if bytes_per_element is None:
+            bytes_per_element = 4
         for what, v in (("bytes_per_element", bytes_per_element),
                         ("optimizer_state_factor", optimizer_state_factor),
                         ("backward_factor", backward_factor),
@@ -147,6 +184,9 @@ class CostModel:
         self.backward_factor_no_params = float(backward_factor_no_params)
         self.backward_transfer_factor = float(backward_transfer_factor)
         self.profile = profile
+        self.compute_model = compute_model
+        self.roofline = roofline or RooflineParams()
+        self.dtype = dtype
         #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
         self.profile_stats = {"hits": 0, "fallbacks": 0}
         self._sync_cache: dict = {}
@@ -161,7 +201,7 @@ class CostModel:
     def __repr__(self) -> str:
         return (f"CostModel({self.topology.name!r}, {self.topology.n_devices} devices, "
                 f"{self.bytes_per_element} B/element, optimizer x{self.optimizer_state_factor:g}"
-                f"{', profiled' if self.profile is not None else ''})")
+                f", {self.compute_model}{', profiled' if self.profile is not None else ''})")
 
     def _configs(self, layer, configs) -> np.ndarray:
         c = np.atleast_2d(np.asarray(configs, dtype=np.int64))
@@ -176,25 +216,63 @@ class CostModel:
         return c
 
     # ------------------------------------------------------------------ t_c
-    def compute_seconds(self, layer, configs) -> np.ndarray:
-        """Forward+backward time of the largest tile, shape (K,)."""
+    def _weight_shards(self, layer, c: np.ndarray) -> np.ndarray:
+        mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
+        return c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
+
+    def compute_phases(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Forward, backward and update time of the largest tile, each of shape (K,).
+
+        Parameters
+        ----------
+        layer : Layer
+        configs : array_like of int, shape (K, ndim)
+        graph_inputs : tuple of bool, optional
+            Per input of the layer, whether it is a graph input (no input gradient is
+            computed for it; default: none is).
+
+        Returns
+        -------
+        fwd, bwd, update : numpy.ndarray
+            With a profile hit, the measured forward+backward time split in the estimate's
+            proportion (half and half when the estimate is 0).
+        """
         c = self._configs(layer, configs)
         shape = np.asarray(layer.output_shape, dtype=np.int64)
         ext = tile_extent(shape, c)
-        frac = ext.prod(axis=1).astype(float) / float(np.prod(shape, dtype=float))
-        factor = 1.0 + (self.backward_factor if layer.params > 0
-                        else self.backward_factor_no_params)
-        total = float(layer.flops) * float(layer.output_shape[0]) * factor
-        out = total * frac / self.topology.device.effective_flops
+        if self.compute_model == "flops":
+            frac = ext.prod(axis=1).astype(float) / float(np.prod(shape, dtype=float))
+            factor = (self.backward_factor if layer.params > 0
+                      else self.backward_factor_no_params)
+            fwd = (float(layer.flops) * float(layer.output_shape[0]) * frac
+                   / (self.peak_flops * float(self.topology.device.efficiency)))
+            bwd, upd = factor * fwd, np.zeros(len(c))
+        else:
+            fwd, bwd, upd = phase_seconds(
+                layer, ext, self.topology.device, bytes_per_element=self.bytes_per_element,
+                weight_shards=self._weight_shards(layer, c),
+                optimizer_state_factor=self.optimizer_state_factor, params=self.roofline,
+                peak_flops=self.peak_flops, graph_inputs=graph_inputs)
         if self.profile is not None and layer.op != "input":
+            fwd, bwd = fwd.copy(), bwd.copy()
             for k in range(len(c)):
                 t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
                 if t is None:
                     self.profile_stats["fallbacks"] += 1
-                else:
-                    self.profile_stats["hits"] += 1
-                    out[k] = float(t)
-        return out
+                    continue
+                self.profile_stats["hits"] += 1
+                est = fwd[k] + bwd[k]
+                share = fwd[k] / est if est > 0 else 0.5
+                fwd[k], bwd[k] = float(t) * share, float(t) * (1.0 - share)
+        return fwd, bwd, upd
+
+    def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+                        ) -> np.ndarray:
+        """Forward + backward + update time of the largest tile, shape (K,)
+        (:meth:`compute_phases` summed)."""
+        fwd, bwd, upd = self.compute_phases(layer, configs, graph_inputs=graph_inputs)
+        return fwd + bwd + upd
 
     # ------------------------------------------------------------------ t_s
     def _sync_rings(self, configs: np.ndarray, split: tuple[bool, ...]
@@ -238,7 +316,8 @@ class CostModel:
             self._sync_cache[key] = hit
         return hit
 
-    def sync_seconds(self, layer, configs) -> np.ndarray:
+    def sync_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+                     ) -> np.ndarray:
         """Gradient all-reduce time of the weight shard among its replicas, shape (K,)."""
         c = self._configs(layer, configs)
         if layer.params <= 0:

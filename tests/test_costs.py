@@ -39,6 +39,7 @@ def brute_transfer(cm, producer, consumer, i, cu, cv):
 
 
 def test_conv_tile_flops():
+    # the FLOP model (compute_model="flops"): FLOPs / (peak x efficiency), backward 2x
     g = LayerGraph()
     g.input("x", (8, 16, 32, 32))
     g.conv("conv", "x", 32, 3, padding=1)
@@ -46,13 +47,72 @@ def test_conv_tile_flops():
     fwd_per_sample = 2 * 32 * 32 * 32 * 16 * 9
     assert conv.flops == fwd_per_sample
     t = clusters.get("abci", nodes=1)
-    cm = CostModel(t)
+    cm = CostModel(t, compute_model="flops")
     got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
     serial = 3 * 8 * fwd_per_sample / 7.8e12          # forward + 2x backward
     assert got == pytest.approx([serial, serial / 4, serial / 4])
-    relu_cm = CostModel(t, backward_factor=1.0)
+    relu_cm = CostModel(t, backward_factor=1.0, compute_model="flops")
     assert relu_cm.compute_seconds(conv, np.array([[1, 1, 1, 1]]))[0] == \
         pytest.approx(2 * 8 * fwd_per_sample / 7.8e12)
+
+
+def test_conv_roofline_by_hand():
+    # the default roofline: max(FLOPs / 7.8 TFLOP/s, bytes / (0.8 x 900 GB/s)) + 4 us per
+    # kernel; forward 1 kernel, backward 2 (input and weight gradient), update 1
+    g = LayerGraph()
+    g.input("x", (8, 16, 32, 32))
+    g.conv("conv", "x", 32, 3, padding=1)
+    conv = g.layer("conv")
+    cm = CostModel(clusters.get("abci", nodes=1))
+    speed, bw, launch = 7.8e12, 0.8 * 900e9, 4e-6
+    w = 32 * 16 * 9 + 32                               # 4640 parameters
+
+    def expect(flops, x, y, w_shard):
+        fwd = max(flops / speed, (x + y + w_shard) * 4 / bw) + launch
+        bwd = max(2 * flops / speed, 2 * (x + y + w_shard) * 4 / bw) + 2 * launch
+        upd = (3 + 2 * 2) * w_shard * 4 / bw + launch     # Adam: read w, g, 2 moments
+        return fwd + bwd + upd
+    f = 8 * 2 * 32 * 32 * 32 * 16 * 9
+    serial = expect(f, 8 * 16 * 32 * 32, 8 * 32 * 32 * 32, w)
+    # n=2 h=2: a tile of 4 samples x 16 rows reads 18 input rows (the halo)
+    nh = expect(f / 4, 4 * 16 * 18 * 32, 4 * 32 * 16 * 32, w)
+    # c=4: 8 of 32 output channels, all input channels, a quarter of the weights
+    c4 = expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4)
+    got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
+    assert got == pytest.approx([serial, nh, c4], rel=1e-12)
+    # the input is a graph input: no input gradient, one backward kernel
+    fwd, bwd, upd = cm.compute_phases(conv, np.array([[1, 1, 1, 1]]), graph_inputs=(True,))
+    assert bwd[0] == pytest.approx(f / speed + launch, rel=1e-12)
+
+
+def test_memory_bound_ops_by_hand():
+    g = LayerGraph()
+    g.input("x", (32, 64, 56, 56))
+    g.conv("conv", "x", 64, 3, padding=1)
+    g.elementwise("relu", "conv")
+    g.pool("pool", "relu", 2)
+    cm = CostModel(clusters.get("abci", nodes=1))
+    bw, launch = 0.8 * 900e9, 4e-6
+    y = 32 * 64 * 56 * 56
+    relu = cm.compute_phases(g.layer("relu"), np.array([[1, 1, 1, 1]]))
+    # forward reads x and writes y; backward reads dy and x, writes dx; no parameters
+    assert [float(a[0]) for a in relu] == pytest.approx(
+        [2 * y * 4 / bw + launch, 3 * y * 4 / bw + launch, 0.0], rel=1e-12)
+    pool = cm.compute_phases(g.layer("pool"), np.array([[1, 1, 1, 1]]))
+    # max pool backward reads dy, x and y and writes dx
+    assert float(pool[0][0]) == pytest.approx((y + y / 4) * 4 / bw + launch, rel=1e-12)
+    assert float(pool[1][0]) == pytest.approx((y / 4 + 2 * y + y / 4) * 4 / bw + launch,
+                                              rel=1e-12)
+    # bf16 on the tensor-core peak: the dense conv speeds up 125 / 15.7 x, relu only by
+    # its halved bytes
+    half = CostModel(clusters.get("abci", nodes=1), dtype="fp16")
+    assert half.bytes_per_element == 2 and half.peak_flops == 125e12
+    r16 = half.compute_phases(g.layer("relu"), np.array([[1, 1, 1, 1]]))
+    assert float(r16[0][0]) == pytest.approx(2 * y * 2 / bw + launch, rel=1e-12)
+    with pytest.raises(InvalidTopologyError, match="states no peak"):
+        CostModel(clusters.get("abci", nodes=1), dtype="bf16")
+    with pytest.raises(InvalidTopologyError, match="compute_model"):
+        CostModel(clusters.get("abci", nodes=1), compute_model="magic")
 
 
 def test_profile_lookup_and_fallbacks():
@@ -63,8 +123,10 @@ def test_profile_lookup_and_fallbacks():
     g.input("x", (8, 16, 32, 32))
     g.conv("conv", "x", 16, 3, padding=1)
     cm = CostModel(clusters.get("abci", nodes=1), profile=Table())
-    got = cm.compute_seconds(g.layer("conv"), np.array([[2, 1, 1, 1], [1, 2, 1, 1]]))
-    assert got[0] == 0.5 and got[1] != 0.5
+    fwd, bwd, upd = cm.compute_phases(g.layer("conv"), np.array([[2, 1, 1, 1], [1, 2, 1, 1]]))
+    # the measured forward+backward replaces the estimate; the update stays estimated
+    assert fwd[0] + bwd[0] == pytest.approx(0.5) and fwd[1] + bwd[1] != 0.5
+    assert upd[0] > 0 and fwd[0] > 0 and bwd[0] > fwd[0]   # split in the estimate's ratio
     assert cm.profile_stats == {"hits": 1, "fallbacks": 1}
     with pytest.raises(InvalidTopologyError, match="lookup"):
         CostModel(clusters.get("abci", nodes=1), profile=object())
