@@ -10,7 +10,8 @@ NVLink, devices 3 and 4 over InfiniBand. Levels are expected to get slower outwa
 collective over a set of devices is charged on the slowest level its ring crosses.
 
 Collective conventions (``m`` = the **total** bytes, ``r`` devices, ``alpha`` the latency and
-``beta = 1 / bandwidth`` of the slowest link the ring crosses):
+``beta = 1 / bandwidth`` of the slowest link the ring crosses; tree and hierarchical
+algorithms, and network cards shared per node, are in :mod:`milp_parallel.collectives`):
 
 - ring all-reduce of an ``m``-byte buffer held by every device: ``2 (r - 1) (alpha + (m / r)
   beta)`` (reduce-scatter then all-gather, ``r - 1`` steps each);
@@ -419,37 +420,53 @@ class Topology:
         lat_max = np.maximum.accumulate(lat)[lev]
         return (lat_max[0], bw_min[0], r) if one else (lat_max, bw_min, r)
 
-    def allreduce_seconds(self, devices, nbytes: float):
-        """Ring all-reduce time ``2 (r - 1) (alpha + (m / r) / bandwidth)``.
+    def _collective(self, kind: str, devices, nbytes: float, algorithm: str):
+        from . import collectives   # late: collectives reads Topology's levels
+        fn = {"allreduce": collectives.allreduce_cost, "allgather": collectives.allgather_cost,
+              "reducescatter": collectives.reducescatter_cost}[kind]
+        costs = fn(self, devices, algorithm=algorithm, nbytes=nbytes)
+        out = np.array([c.seconds(nbytes) for c in costs], float)
+        return float(out[0]) if np.ndim(devices) == 1 else out
+
+    def allreduce_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """All-reduce time of an ``m``-byte buffer held by every device of a group.
+
+        The ring (the default) is ``2 (r - 1) (alpha + (m / r) / bandwidth)`` on the slowest
+        link the ring crosses; ``"tree"``, ``"hierarchical"`` and ``"auto"`` are described in
+        :mod:`milp_parallel.collectives`, which also shares network cards (``Level.uplinks``)
+        between groups that run at the same time.
 
         Parameters
         ----------
         devices : array_like of int, shape (r,) or (G, r)
-            The ring's devices (or ``G`` rings at once).
+            The group's devices (or ``G`` groups at once, running concurrently).
         nbytes : float
             ``m``: the bytes of the buffer every device holds (the total, not a piece).
+        algorithm : {"ring", "tree", "hierarchical", "auto"}
 
         Returns
         -------
         float or numpy.ndarray of shape (G,)
             Seconds; 0 for a single device.
         """
-        alpha, bw, r = self.ring_parameters(devices)
-        if r <= 1:
-            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
-        out = 2.0 * (r - 1) * (alpha + (nbytes / r) / bw)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._collective("allreduce", devices, nbytes, algorithm)
 
-    def allgather_seconds(self, devices, nbytes: float):
-        """Ring all-gather time ``(r - 1) (alpha + (m / r) / bandwidth)``, ``m`` = total bytes.
+    def allgather_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """All-gather time, ring ``(r - 1) (alpha + (m / r) / bandwidth)``, ``m`` = total bytes.
 
-        Same conventions as :meth:`allreduce_seconds`.
+        Same conventions as :meth:`allreduce_seconds` (algorithms ``ring``,
+        ``hierarchical``, ``auto``).
         """
-        alpha, bw, r = self.ring_parameters(devices)
-        if r <= 1:
-            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
-        out = (r - 1) * (alpha + (nbytes / r) / bw)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._collective("allgather", devices, nbytes, algorithm)
+
+    def reducescatter_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """Reduce-scatter time of an ``m``-byte buffer (the same formula as the all-gather)."""
+        return self._collective("reducescatter", devices, nbytes, algorithm)
+
+    def p2p_seconds(self, src: int, dst: int, nbytes: float) -> float:
+        """Point-to-point time ``alpha + m / bandwidth`` between two devices (0 to itself)."""
+        from .collectives import p2p_seconds
+        return p2p_seconds(self, src, dst, nbytes)
 
     # ------------------------------------------------------------------ derived
     def with_devices(self, n: int) -> "Topology":

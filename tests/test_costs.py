@@ -33,7 +33,17 @@ def brute_transfer(cm, producer, consumer, i, cu, cv):
             lev = topo.level_index(np.arange(tv)[:, None], np.arange(tu)[None, :])
             per_level = np.stack([np.where(lev == k, ov, 0).sum(axis=1)
                                   for k in range(len(bw))], axis=1)       # (tv, levels)
-            t = np.where(per_level > 0, lat + per_level * cm.bytes_per_element / bw, 0)
+            # receivers of one node that get data over a level with U cards share them
+            slow = np.ones(per_level.shape)
+            for k, lv in enumerate(topo.levels):
+                unit = topo.group_sizes[k - 1] if k else 1
+                if k and lv.uplinks and unit > lv.uplinks:
+                    node = np.arange(tv) // unit
+                    busy = per_level[:, k] > 0
+                    count = np.array([busy[node == node[d]].sum() for d in range(tv)])
+                    slow[:, k] = np.maximum(count / lv.uplinks, 1.0)
+            t = np.where(per_level > 0,
+                         lat + per_level * cm.bytes_per_element / bw * slow, 0)
             out[a, b] = 2 * t.sum(axis=1).max()
     return out
 
@@ -163,8 +173,9 @@ def test_transfer_across_nodes_uses_infiniband():
     fc, relu = g.layer("fc"), g.layer("relu")
     # n=4 on devices 0-3 (node 0) -> n=1 c=8? c=8 puts 8 tiles on both nodes
     got = cm.transfer_seconds(fc, relu, 0, np.array([[4, 1]]), np.array([[1, 8]]))[0, 0]
-    # device 4 (node 1) needs column 4 of all 4 rows, all of it from node 0 over IB
-    assert got == pytest.approx(2 * (IB_LAT + 4 * 4 / IB_BW))
+    # device 4 (node 1) needs column 4 of all 4 rows, all of it from node 0 over IB; so do
+    # devices 5-7, and the 4 receivers of node 1 share its 2 network cards (half a card each)
+    assert got == pytest.approx(2 * (IB_LAT + 4 * 4 / (IB_BW / 2)))
 
 
 def test_halo_exchange():
@@ -207,8 +218,8 @@ def test_allreduce_of_a_replicated_linear_layer():
     g = linear_graph()
     fc = g.layer("fc")                          # 8 * 8 + 8 = 72 parameters
     m = 72 * 4
-    one = CostModel(clusters.get("abci", nodes=1))
-    two = CostModel(clusters.get("abci", nodes=2))
+    one = CostModel(clusters.get("abci", nodes=1), collective="ring")
+    two = CostModel(clusters.get("abci", nodes=2), collective="ring")
     cfg = np.array([[4, 1], [2, 2], [1, 4], [1, 1]])
     assert one.sync_seconds(fc, cfg) == pytest.approx(
         [2 * 3 * (NV_LAT + m / 4 / NV_BW), 2 * 1 * (NV_LAT + m / 2 / 2 / NV_BW), 0, 0])
@@ -216,6 +227,54 @@ def test_allreduce_of_a_replicated_linear_layer():
     assert two.sync_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
         2 * 7 * (IB_LAT + m / 8 / IB_BW))
     assert np.all(one.sync_seconds(g.layer("relu"), cfg) == 0)
+
+
+def test_allreduce_algorithms_by_hand():
+    g = linear_graph()
+    fc = g.layer("fc")
+    m = 72 * 4
+    two = clusters.get("abci", nodes=2)          # 2 nodes x 4 GPUs, 2 cards per node
+    ring = 2 * 7 * (IB_LAT + m / 8 / IB_BW)
+    # NCCL's tree: a chain of 4 in the node, a binary tree of depth 1 across the 2 nodes
+    tree = 2 * (3 * NV_LAT + 1 * IB_LAT) + 2 * m / IB_BW
+    # hierarchical: reduce-scatter / all-gather in the node, then 4 rings (one per local
+    # rank) of m/4 across the nodes, sharing the node's 2 cards (half a card each)
+    hier = 2 * 3 * (NV_LAT + m / 4 / NV_BW) + 2 * 1 * (IB_LAT + m / 8 / (IB_BW / 2))
+    got = {a: CostModel(two, collective=a).sync_seconds(fc, np.array([[8, 1]]))[0]
+           for a in ("ring", "tree", "hierarchical", "auto")}
+    assert got["ring"] == pytest.approx(ring, rel=1e-12)
+    assert got["tree"] == pytest.approx(tree, rel=1e-12)
+    assert got["hierarchical"] == pytest.approx(hier, rel=1e-12)
+    assert got["auto"] == pytest.approx(min(ring, tree, hier), rel=1e-12)
+    # the same through the topology, and a big buffer where the ring's bandwidth wins
+    devs = list(range(8))
+    assert two.allreduce_seconds(devs, m, algorithm="tree") == pytest.approx(tree, rel=1e-12)
+    big = 1e9
+    assert two.allreduce_seconds(devs, big, algorithm="auto") == pytest.approx(min(
+        2 * 7 * (IB_LAT + big / 8 / IB_BW), 2 * (3 * NV_LAT + IB_LAT) + 2 * big / IB_BW,
+        2 * 3 * (NV_LAT + big / 4 / NV_BW) + 2 * (IB_LAT + big / 8 / (IB_BW / 2))), rel=1e-12)
+    with pytest.raises(InvalidTopologyError, match="collective"):
+        CostModel(two, collective="butterfly")
+
+
+def test_bucketing_and_overlap_by_hand():
+    g = linear_graph()
+    fc = g.layer("fc")
+    m = 72 * 4
+    one = clusters.get("abci", nodes=1)
+    bucket = 1e6
+    cm = CostModel(one, collective="ring", gradient_bucket_bytes=bucket)
+    # the layer's share m / bucket of a full bucket's ring all-reduce
+    full = 2 * 3 * (NV_LAT + bucket / 4 / NV_BW)
+    assert cm.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(m / bucket * full)
+    # overlap: the sync hides behind the layer's own backward time, never below 0
+    hidden = CostModel(one, collective="ring", sync_overlap=1.0)
+    bwd = hidden.compute_phases(fc, np.array([[4, 1]]))[1][0]
+    raw = 2 * 3 * (NV_LAT + m / 4 / NV_BW)
+    assert hidden.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(max(raw - bwd, 0))
+    assert hidden.allreduce_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw)
+    half = CostModel(one, collective="ring", sync_overlap=0.5)
+    assert half.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw - 0.5 * bwd)
 
 
 def test_memory_of_replicated_and_split_linear():
