@@ -62,7 +62,7 @@ import numpy as np
 
 from .errors import InvalidTopologyError
 
-__all__ = ["ALGORITHMS", "CollectiveCost", "group_levels", "allreduce_cost",
+__all__ = ["ALGORITHMS", "CollectiveCost", "group_levels", "cost_table", "allreduce_cost",
            "allgather_cost", "reducescatter_cost", "p2p_seconds", "best"]
 
 #: All-reduce algorithms; all-gather and reduce-scatter use ``ring`` and ``hierarchical``.
@@ -128,28 +128,31 @@ def group_levels(topology, devices) -> tuple[np.ndarray, np.ndarray]:
         every group runs a ring (one per group that crosses it there).
     """
     d = _groups(topology, devices)
+    return _group_levels(topology, d)
+
+
+def _group_levels(topology, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n_lv = len(topology.levels)
     sizes = (1,) + topology.group_sizes
-    g = d.shape[0]
+    g, r = d.shape
+    rows = np.arange(g)[:, None]
     s = np.ones((g, n_lv), dtype=np.int64)
     flows = np.zeros(n_lv, dtype=np.int64)
     for lv in range(n_lv):
-        below = d // sizes[lv]               # the level-(l-1) unit of each member
-        unit = d // sizes[lv + 1]            # its level-l unit
-        for k in range(g):
-            ub = np.unique(below[k])
-            uu = unit[k][np.searchsorted(below[k], ub)] if len(ub) else ub
-            if len(ub):
-                s[k, lv] = int(np.bincount(uu - uu.min()).max())
+        below = d // sizes[lv]                 # sorted per row: the level-(l-1) units
+        first = np.ones_like(below, dtype=bool)
+        first[:, 1:] = below[:, 1:] != below[:, :-1]
+        unit = d // sizes[lv + 1]
+        n_units = topology.n_devices // sizes[lv + 1]
+        count = np.bincount((rows * n_units + unit).ravel(), weights=first.ravel(),
+                            minlength=g * n_units).reshape(g, n_units)
+        s[:, lv] = np.maximum(count.max(axis=1), 1).astype(np.int64)
         if lv > 0:
-            # a group crosses level lv in a unit of level lv-1 when it has members in more
-            # than one such unit of one level-lv unit: each of its units has one ring flow
-            crossing = {}
-            for k in range(g):
-                if s[k, lv] > 1:
-                    for u in np.unique(below[k]):
-                        crossing[int(u)] = crossing.get(int(u), 0) + 1
-            flows[lv] = max(crossing.values(), default=0)
+            # one ring flow per crossing group in each of its level-(l-1) units
+            crossing = (s[:, lv] > 1)[:, None] & first
+            n_below = topology.n_devices // sizes[lv]
+            per_unit = np.bincount(below[crossing], minlength=n_below)
+            flows[lv] = int(per_unit.max()) if per_unit.size else 0
     return s, flows
 
 
@@ -161,59 +164,79 @@ def _level_params(topology, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return alpha, bw, up
 
 
-def _share(up: float, flows: float) -> float:
+def _share(up: np.ndarray, flows: np.ndarray) -> np.ndarray:
     """The fraction of a card's bandwidth one of ``flows`` concurrent flows gets."""
-    if up <= 0 or flows <= up:
-        return 1.0
-    return up / flows
+    up = np.asarray(up, float)
+    flows = np.asarray(flows, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((up <= 0) | (flows <= up), 1.0, up / np.maximum(flows, 1.0))
 
 
-def _costs(topology, devices, kind: str, algorithm: str) -> list[CollectiveCost]:
+def cost_table(topology, devices, kind: str = "allreduce",
+               algorithms: Sequence[str] = ALGORITHMS) -> tuple[np.ndarray, np.ndarray]:
+    """``(latency_s, seconds_per_byte)``, each ``(len(algorithms), G)``, of concurrent groups.
+
+    The vectorized core of :func:`allreduce_cost` and friends.
+
+    Raises
+    ------
+    InvalidTopologyError
+        For an unknown algorithm or kind, a device out of range or listed twice.
+    """
     d = _groups(topology, devices)
     g, r = d.shape
+    lat = np.zeros((len(algorithms), g))
+    per_byte = np.zeros((len(algorithms), g))
+    if kind not in ("allreduce", "allgather", "reducescatter"):
+        raise InvalidTopologyError(f"unknown collective {kind!r}")
+    for alg in algorithms:
+        if alg not in ALGORITHMS:
+            raise InvalidTopologyError(f"unknown collective algorithm {alg!r}; known: "
+                                       f"{', '.join(ALGORITHMS)} or 'auto'")
+        if alg == "tree" and kind != "allreduce":
+            raise InvalidTopologyError(f"the tree algorithm is for all-reduce, not {kind}")
     if r <= 1:
-        return [CollectiveCost(algorithm, 0.0, 0.0)] * g
-    s, ring_flows = group_levels(topology, d)
+        return lat, per_byte
+    s, ring_flows = _group_levels(topology, d)
     alpha, bw, up = _level_params(topology, r)
     n_lv = len(topology.levels)
     steps = 2.0 if kind == "allreduce" else 1.0
-    # effective bandwidth of a single flow per unit (ring, tree) at every level
-    bw_ring = np.array([bw[lv] * (_share(up[lv], ring_flows[lv]) if lv else 1.0)
-                        for lv in range(n_lv)])
-    out = []
-    for k in range(g):
-        used = np.flatnonzero(s[k] > 1)
-        top = int(used.max()) if used.size else 0
-        a_max = float(np.max(alpha[:top + 1]))
-        b_min = float(np.min(bw_ring[:top + 1]))
-        if algorithm == "ring":
-            out.append(CollectiveCost("ring", steps * (r - 1) * a_max,
-                                      steps * (r - 1) / r / b_min))
-        elif algorithm == "tree":
-            if kind != "allreduce":
-                raise InvalidTopologyError(f"the tree algorithm is for all-reduce, not {kind}")
-            hops = (s[k, 0] - 1) * alpha[0] + sum(
-                math.ceil(math.log2(s[k, lv])) * alpha[lv] for lv in range(1, n_lv))
-            out.append(CollectiveCost("tree", 2.0 * float(hops), 2.0 / b_min))
-        elif algorithm == "hierarchical":
-            lat, per_byte, inner = 0.0, 0.0, 1.0
+    share = _share(up, ring_flows)
+    share[0] = 1.0
+    bw_ring = bw * share                                   # one flow per unit and group
+    used = s > 1                                           # (G, levels)
+    top = np.where(used.any(axis=1), n_lv - 1 - np.argmax(used[:, ::-1], axis=1), 0)
+    a_max = np.maximum.accumulate(alpha)[top]
+    b_min = np.minimum.accumulate(bw_ring)[top]
+    for i, alg in enumerate(algorithms):
+        if alg == "ring":
+            lat[i] = steps * (r - 1) * a_max
+            per_byte[i] = steps * (r - 1) / r / b_min
+        elif alg == "tree":
+            hops = (s[:, 0] - 1) * alpha[0]
+            for lv in range(1, n_lv):
+                hops = hops + np.ceil(np.log2(s[:, lv])) * alpha[lv]
+            lat[i] = 2.0 * hops
+            per_byte[i] = 2.0 / b_min
+        else:                                              # hierarchical
+            inner = np.ones(g)
+            n_cross = used.sum(axis=0)                     # groups using each level
             for lv in range(n_lv):
-                sl = int(s[k, lv])
-                if sl <= 1:
-                    continue
+                sl = s[:, lv].astype(float)
                 # level lv runs `inner` rings per unit per group at once (one per local
-                # rank); all groups of the collective do the same
-                flows = inner * max(1, int(np.sum(s[:, lv] > 1)))
-                share = _share(up[lv], flows) if lv else 1.0
-                inner_after = inner * sl
-                lat += steps * (sl - 1) * alpha[lv]
-                per_byte += steps * (sl - 1) / inner_after / (bw[lv] * share)
-                inner = inner_after
-            out.append(CollectiveCost("hierarchical", float(lat), float(per_byte)))
-        else:
-            raise InvalidTopologyError(f"unknown collective algorithm {algorithm!r}; known: "
-                                       f"{', '.join(ALGORITHMS)} or 'auto'")
-    return out
+                # rank); every group of the collective does the same
+                flows = inner * np.maximum(1, n_cross[lv])
+                sh = _share(up[lv], flows) if lv else np.ones(g)
+                after = inner * sl
+                lat[i] += steps * (sl - 1) * alpha[lv]
+                per_byte[i] += steps * (sl - 1) / after / (bw[lv] * sh)
+                inner = after
+    return lat, per_byte
+
+
+def _costs(topology, devices, kind: str, algorithm: str) -> list[CollectiveCost]:
+    lat, per_byte = cost_table(topology, devices, kind, (algorithm,))
+    return [CollectiveCost(algorithm, float(a), float(b)) for a, b in zip(lat[0], per_byte[0])]
 
 
 def best(costs: Sequence[Sequence[CollectiveCost]], nbytes: float) -> list[CollectiveCost]:

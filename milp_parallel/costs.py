@@ -77,7 +77,7 @@ import numpy as np
 
 from .configs import tile_boxes, tile_extent
 from .errors import InvalidTopologyError
-from .collectives import ALGORITHMS, allreduce_cost
+from .collectives import ALGORITHMS, cost_table
 from .roofline import RooflineParams, phase_seconds
 from .topology import DTYPE_BYTES, Topology
 
@@ -174,6 +174,12 @@ class CostModel:
         ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ...: the compute peak is the device's
         data-sheet peak for it (``Device.peak_flops_for``) instead of ``peak_flops``, and
         ``bytes_per_element`` defaults to its size.
+    collective : {"auto", "ring", "tree", "hierarchical"}, default "auto"
+        The all-reduce algorithm of the gradient sync (``auto``: the cheapest per group).
+    gradient_bucket_bytes : float or None, default :data:`DDP_BUCKET_BYTES` (25 MiB)
+        Gradient bucket size; ``None``: every layer's gradient is all-reduced on its own.
+    sync_overlap : float, default 1.0
+        Fraction of a layer's backward time its sync may hide behind (0: no overlap).
 
     Raises
     ------
@@ -188,10 +194,14 @@ class CostModel:
     >>> g = LayerGraph()
     >>> _ = g.input("x", (8, 16))
     >>> _ = g.linear("fc", "x", 16)
-    >>> cm = CostModel(clusters.get("abci", nodes=1))
-    >>> # 2 (r - 1) (alpha + shard / r / bw), shard = 272 params x 4 B, r = 4 replicas
+    >>> cm = CostModel(clusters.get("abci", nodes=1), gradient_bucket_bytes=None,
+    ...                sync_overlap=0.0)
+    >>> # ring: 2 (r - 1) (alpha + shard / r / bw), shard = 272 params x 4 B, r = 4 replicas
     >>> cm.sync_seconds(g.layer("fc"), np.array([[1, 1], [4, 1], [1, 4]])).tolist()
     [0.0, 5.403264e-05, 0.0]
+    >>> # bucketed (25 MiB) and hidden behind the layer's backward: nothing left exposed
+    >>> CostModel(clusters.get("abci", nodes=1)).sync_seconds(g.layer("fc"), [[4, 1]]).tolist()
+    [0.0]
     """
 
     def __init__(self, topology: Topology, *, bytes_per_element: int | None = None,
@@ -199,8 +209,9 @@ class CostModel:
                  backward_factor_no_params: float = 1.0, backward_transfer_factor: float = 1.0,
                  profile: Any = None, compute_model: str = "roofline",
                  roofline: RooflineParams | None = None, dtype: str | None = None,
-                 collective: str = "auto", gradient_bucket_bytes: float | None = None,
-                 sync_overlap: float = 0.0) -> None:
+                 collective: str = "auto",
+                 gradient_bucket_bytes: float | None = DDP_BUCKET_BYTES,
+                 sync_overlap: float = 1.0) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
         if compute_model not in COMPUTE_MODELS:
@@ -312,6 +323,24 @@ class CostModel:
         return self._phases(layer, self._configs(layer, configs), graph_inputs, count=True)
 
     def _phases(self, layer, c: np.ndarray, graph_inputs, *, count: bool):
+        key = ("phases", layer.op, layer.attrs, tuple(layer.input_shapes),
+               tuple(layer.output_shape), tuple(layer.dims), tuple(layer.weight_split_dims),
+               int(layer.params), float(layer.flops), c.tobytes(), c.shape,
+               None if graph_inputs is None else tuple(graph_inputs))
+        try:
+            hit = self._tile_cache.get(key)
+        except TypeError:       # unhashable attrs
+            key, hit = None, None
+        if hit is not None and self.profile is None:
+            return hit
+        out = self._phases_uncached(layer, c, graph_inputs, count=count)
+        if key is not None and self.profile is None:
+            for a in out:
+                a.setflags(write=False)
+            self._tile_cache[key] = out
+        return out
+
+    def _phases_uncached(self, layer, c: np.ndarray, graph_inputs, *, count: bool):
         shape = np.asarray(layer.output_shape, dtype=np.int64)
         ext = tile_extent(shape, c)
         if self.compute_model == "flops":
@@ -343,7 +372,7 @@ class CostModel:
     def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
                         ) -> np.ndarray:
         """Forward + backward + update time of the largest tile, shape (K,)
-        (:meth:`compute_phases` summed)."""
+        (:meth:`compute_phases` summed; a new array)."""
         fwd, bwd, upd = self.compute_phases(layer, configs, graph_inputs=graph_inputs)
         return fwd + bwd + upd
 
@@ -380,10 +409,7 @@ class CostModel:
             a = np.zeros((len(self._algorithms), len(groups)))
             b = np.zeros_like(a)
             if r > 1:
-                for i, alg in enumerate(self._algorithms):
-                    for j, cost in enumerate(allreduce_cost(self.topology, groups,
-                                                            algorithm=alg)):
-                        a[i, j], b[i, j] = cost.latency_s, cost.seconds_per_byte
+                a, b = cost_table(self.topology, groups, "allreduce", self._algorithms)
                 # the groups of one configuration often cost the same: keep the distinct
                 ab = np.unique(np.concatenate([a, b], axis=0).T, axis=0).T
                 a, b = ab[:len(self._algorithms)], ab[len(self._algorithms):]

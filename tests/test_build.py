@@ -109,8 +109,9 @@ def test_memory_limit_and_options():
 def test_evaluate_a_data_parallel_assignment():
     g = block()
     t = clusters.get("abci", nodes=1)
-    # the FLOP model: compute splits perfectly
-    b = build(g, t, cost_model=CostModel(t, compute_model="flops"))
+    # the FLOP model: compute splits perfectly; every layer's gradient all-reduced alone
+    b = build(g, t, cost_model=CostModel(t, compute_model="flops", gradient_bucket_bytes=None,
+                                         sync_overlap=0.0))
     p = b.problem
     data = [b.problem.config_labels[v].index("n=4") for v in range(p.n_nodes)]
     ev = p.evaluate(data)
@@ -125,6 +126,12 @@ def test_evaluate_a_data_parallel_assignment():
     assert compute(b, data) == pytest.approx(compute(b, [0] * p.n_nodes) / 4)
     # a tiny model: the gradient all-reduce makes data parallelism slower than serial
     assert ev.node_cost > serial.node_cost
+    # in 25 MiB buckets a layer pays a sliver of the latency: sync all but vanishes
+    bucketed = build(g, t, cost_model=CostModel(t, compute_model="flops", sync_overlap=0.0))
+    sync = sum(m.sync_seconds[k] for v, k in enumerate(data) for m in b.member_costs[v])
+    sync_b = sum(m.sync_seconds[k] for v, k in enumerate(data)
+                 for m in bucketed.member_costs[v])
+    assert 0 < sync_b < sync / 100
     assert "nodes" in b.summary() and b.edge_table_size() > 0
     assert b.config_counts()["c1"] == p.n_configs[1]
     # the roofline: every kernel pays its launch time, which splitting does not divide,

@@ -221,12 +221,16 @@ def test_allreduce_of_a_replicated_linear_layer():
     one = CostModel(clusters.get("abci", nodes=1), collective="ring")
     two = CostModel(clusters.get("abci", nodes=2), collective="ring")
     cfg = np.array([[4, 1], [2, 2], [1, 4], [1, 1]])
-    assert one.sync_seconds(fc, cfg) == pytest.approx(
+    # the layer's own all-reduce (no bucket, no overlap)
+    assert one.allreduce_seconds(fc, cfg) == pytest.approx(
         [2 * 3 * (NV_LAT + m / 4 / NV_BW), 2 * 1 * (NV_LAT + m / 2 / 2 / NV_BW), 0, 0])
     # 8 replicas over two nodes: the ring crosses InfiniBand
-    assert two.sync_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
+    assert two.allreduce_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
         2 * 7 * (IB_LAT + m / 8 / IB_BW))
     assert np.all(one.sync_seconds(g.layer("relu"), cfg) == 0)
+    plain = CostModel(clusters.get("abci", nodes=1), collective="ring",
+                      gradient_bucket_bytes=None, sync_overlap=0.0)
+    assert plain.sync_seconds(fc, cfg) == pytest.approx(one.allreduce_seconds(fc, cfg))
 
 
 def test_allreduce_algorithms_by_hand():
@@ -240,7 +244,7 @@ def test_allreduce_algorithms_by_hand():
     # hierarchical: reduce-scatter / all-gather in the node, then 4 rings (one per local
     # rank) of m/4 across the nodes, sharing the node's 2 cards (half a card each)
     hier = 2 * 3 * (NV_LAT + m / 4 / NV_BW) + 2 * 1 * (IB_LAT + m / 8 / (IB_BW / 2))
-    got = {a: CostModel(two, collective=a).sync_seconds(fc, np.array([[8, 1]]))[0]
+    got = {a: CostModel(two, collective=a).allreduce_seconds(fc, np.array([[8, 1]]))[0]
            for a in ("ring", "tree", "hierarchical", "auto")}
     assert got["ring"] == pytest.approx(ring, rel=1e-12)
     assert got["tree"] == pytest.approx(tree, rel=1e-12)
@@ -263,17 +267,17 @@ def test_bucketing_and_overlap_by_hand():
     m = 72 * 4
     one = clusters.get("abci", nodes=1)
     bucket = 1e6
-    cm = CostModel(one, collective="ring", gradient_bucket_bytes=bucket)
+    cm = CostModel(one, collective="ring", gradient_bucket_bytes=bucket, sync_overlap=0.0)
     # the layer's share m / bucket of a full bucket's ring all-reduce
     full = 2 * 3 * (NV_LAT + bucket / 4 / NV_BW)
     assert cm.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(m / bucket * full)
     # overlap: the sync hides behind the layer's own backward time, never below 0
-    hidden = CostModel(one, collective="ring", sync_overlap=1.0)
+    hidden = CostModel(one, collective="ring", gradient_bucket_bytes=None, sync_overlap=1.0)
     bwd = hidden.compute_phases(fc, np.array([[4, 1]]))[1][0]
     raw = 2 * 3 * (NV_LAT + m / 4 / NV_BW)
     assert hidden.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(max(raw - bwd, 0))
     assert hidden.allreduce_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw)
-    half = CostModel(one, collective="ring", sync_overlap=0.5)
+    half = CostModel(one, collective="ring", gradient_bucket_bytes=None, sync_overlap=0.5)
     assert half.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw - 0.5 * bwd)
 
 
