@@ -302,7 +302,8 @@ class CostModel:
         mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
         return c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
 
-    def compute_phases(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+    def compute_phases(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None,
+                       count_profile: bool = True
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Forward, backward and update time of the largest tile, each of shape (K,).
 
@@ -313,6 +314,9 @@ class CostModel:
         graph_inputs : tuple of bool, optional
             Per input of the layer, whether it is a graph input (no input gradient is
             computed for it; default: none is).
+        count_profile : bool, default True
+            Count the profile's hits and misses in :attr:`profile_stats` (the simulator and
+            the overlap credit look the same tiles up again without counting).
 
         Returns
         -------
@@ -320,7 +324,8 @@ class CostModel:
             With a profile hit, the measured forward+backward time split in the estimate's
             proportion (half and half when the estimate is 0).
         """
-        return self._phases(layer, self._configs(layer, configs), graph_inputs, count=True)
+        return self._phases(layer, self._configs(layer, configs), graph_inputs,
+                            count=count_profile)
 
     def _phases(self, layer, c: np.ndarray, graph_inputs, *, count: bool):
         key = ("phases", layer.op, layer.attrs, tuple(layer.input_shapes),
