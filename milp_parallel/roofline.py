@@ -52,11 +52,22 @@ parameters reads the weights, their gradients and the optimizer state and writes
 and the state: ``(3 + 2 s) w`` elements with ``s`` the optimizer state per weight, in one
 kernel (a fused multi-tensor update).
 
+**Tile quantization.** GPU libraries compute a matrix product in output tiles (thread-block
+tiles such as 128 x 128 or 256 x 128), so a product whose output rows or columns are not a
+multiple of the tile wastes the rest of the last tile: a dense op's compute speed is
+multiplied by ``q(M) q(N)``, ``q(d) = d / (ceil(d / t) t)``, with ``N`` the output channels
+(features) of the tile and ``M`` its other output elements (samples x spatial positions), ``t``
+= :attr:`RooflineParams.gemm_tile`. Splitting a convolution's 64 filters four ways leaves
+16-wide products that run at a quarter of the speed per FLOP: splitting is not free. (NVIDIA,
+*Matrix Multiplication Background User's Guide*, sections "Tile Quantization" and "Wave
+Quantization", Deep Learning Performance documentation.)
+
 Defaults (:class:`RooflineParams`): ``vector_compute_fraction = 0.5`` (element-wise kernels
 issue one operation per element where dense kernels issue fused multiply-adds; these ops are
-memory-bound on every preset anyway) and ``memory_efficiency = 0.8`` (the share of the
+memory-bound on every preset anyway), ``memory_efficiency = 0.8`` (the share of the
 data-sheet HBM bandwidth a streaming kernel sustains: STREAM-like copies reach about 80-90%
-on V100 / A100 class GPUs). Both are documented defaults, not fits.
+on V100 / A100 class GPUs) and ``gemm_tile = 128`` (the tile of the guide above; 0 turns
+quantization off). They are documented defaults, not fits.
 
 Examples
 --------
@@ -83,7 +94,7 @@ import numpy as np
 from .errors import InvalidTopologyError
 
 __all__ = ["RooflineParams", "TileWork", "OP_CLASS", "tile_work", "phase_seconds",
-           "roofline_seconds"]
+           "roofline_seconds", "tile_efficiency"]
 
 #: Op -> class: ``dense`` runs at the device's dense speed, ``vector`` at a fraction of it,
 #: ``view`` moves no data, ``none`` does nothing.
@@ -107,17 +118,24 @@ class RooflineParams:
         FLOP/s of non-dense ops as a fraction of the device's dense ``effective_flops``.
     memory_efficiency : float, default 0.8
         Fraction of the data-sheet memory bandwidth that streaming kernels sustain.
+    gemm_tile : int, default 128
+        Output tile of dense ops' matrix products (tile quantization); 0: none.
 
     Raises
     ------
     InvalidTopologyError
-        When a fraction is outside ``(0, 1]``.
+        When a fraction is outside ``(0, 1]`` or the tile is negative.
     """
 
     vector_compute_fraction: float = 0.5
     memory_efficiency: float = 0.8
+    gemm_tile: int = 128
 
     def __post_init__(self) -> None:
+        t = self.gemm_tile
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise InvalidTopologyError(f"RooflineParams.gemm_tile must be a non-negative "
+                                       f"integer, got {t!r}")
         for what in ("vector_compute_fraction", "memory_efficiency"):
             v = getattr(self, what)
             if (not isinstance(v, (int, float, np.floating)) or isinstance(v, bool)
@@ -260,6 +278,34 @@ def tile_work(layer, ext, *, bytes_per_element: float, weight_shards=None,
                     1.0, kb, 1.0 if layer.params > 0 else 0.0, cls)
 
 
+def tile_efficiency(layer, ext, tile: int) -> np.ndarray:
+    """``q(M) q(N)`` of the dense op's output tile (1 for other ops or ``tile = 0``), (K,).
+
+    Examples
+    --------
+    >>> from milp_parallel.graph import LayerGraph
+    >>> g = LayerGraph()
+    >>> _ = g.input("x", (32, 64, 8, 8))
+    >>> _ = g.conv("c", "x", 64, 3, padding=1)
+    >>> tile_efficiency(g.layer("c"), [[32, 64, 8, 8], [32, 16, 8, 8]], 128).tolist()
+    [0.5, 0.125]
+    """
+    ext = np.atleast_2d(np.asarray(ext, dtype=np.int64))
+    if tile <= 0 or OP_CLASS.get(layer.op) != "dense":
+        return np.ones(len(ext))
+    if layer.op == "conv":
+        n_col = ext[:, 1]
+        rows = ext[:, 0] * (ext[:, 2:].prod(axis=1) if ext.shape[1] > 2 else 1)
+    else:                       # linear, matmul: the last dim is the output feature
+        n_col = ext[:, -1]
+        rows = ext[:, :-1].prod(axis=1)
+
+    def q(d):
+        d = d.astype(float)
+        return d / (np.ceil(d / tile) * tile)
+    return q(rows) * q(n_col)
+
+
 def roofline_seconds(flops, nbytes, kernels, *, flops_per_s: float, bytes_per_s: float,
                      launch_s: float) -> np.ndarray:
     """``max(flops / flops_per_s, bytes / bytes_per_s) + kernels x launch_s`` (vectorized).
@@ -274,7 +320,7 @@ def roofline_seconds(flops, nbytes, kernels, *, flops_per_s: float, bytes_per_s:
     """
     flops = np.asarray(flops, dtype=float)
     nbytes = np.asarray(nbytes, dtype=float)
-    t = flops / flops_per_s
+    t = flops / np.asarray(flops_per_s, dtype=float)
     if bytes_per_s > 0:
         t = np.maximum(t, nbytes / bytes_per_s)
     busy = (flops > 0) | (nbytes > 0)
@@ -307,7 +353,10 @@ def phase_seconds(layer, ext, device, *, bytes_per_element: float, weight_shards
                      optimizer_state_factor=optimizer_state_factor, graph_inputs=graph_inputs)
     peak = float(device.peak_flops if peak_flops is None else peak_flops)
     dense = peak * float(device.efficiency)
-    speed = dense if work.op_class == "dense" else dense * p.vector_compute_fraction
+    if work.op_class == "dense":
+        speed = dense * tile_efficiency(layer, ext, p.gemm_tile)
+    else:
+        speed = dense * p.vector_compute_fraction
     bw = float(device.memory_bandwidth_bytes_per_s) * p.memory_efficiency
     launch = float(device.kernel_launch_s)
     fwd = roofline_seconds(work.flops_fwd, work.bytes_fwd, work.kernels_fwd,

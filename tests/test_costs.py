@@ -67,8 +67,10 @@ def test_conv_tile_flops():
 
 
 def test_conv_roofline_by_hand():
-    # the default roofline: max(FLOPs / 7.8 TFLOP/s, bytes / (0.8 x 900 GB/s)) + 4 us per
-    # kernel; forward 1 kernel, backward 2 (input and weight gradient), update 1
+    # the default roofline: max(FLOPs / (7.8 TFLOP/s x tile quantization), bytes / (0.8 x 900
+    # GB/s)) + 4 us per kernel; forward 1 kernel, backward 2 (input and weight gradient),
+    # update 1. Tile quantization: the product's output columns (32 filters) fill a quarter
+    # of a 128-wide tile; its rows (samples x positions) fill whole tiles.
     g = LayerGraph()
     g.input("x", (8, 16, 32, 32))
     g.conv("conv", "x", 32, 3, padding=1)
@@ -77,22 +79,28 @@ def test_conv_roofline_by_hand():
     speed, bw, launch = 7.8e12, 0.8 * 900e9, 4e-6
     w = 32 * 16 * 9 + 32                               # 4640 parameters
 
-    def expect(flops, x, y, w_shard):
-        fwd = max(flops / speed, (x + y + w_shard) * 4 / bw) + launch
-        bwd = max(2 * flops / speed, 2 * (x + y + w_shard) * 4 / bw) + 2 * launch
+    def expect(flops, x, y, w_shard, q):
+        fwd = max(flops / (speed * q), (x + y + w_shard) * 4 / bw) + launch
+        bwd = max(2 * flops / (speed * q), 2 * (x + y + w_shard) * 4 / bw) + 2 * launch
         upd = (3 + 2 * 2) * w_shard * 4 / bw + launch     # Adam: read w, g, 2 moments
         return fwd + bwd + upd
     f = 8 * 2 * 32 * 32 * 32 * 16 * 9
-    serial = expect(f, 8 * 16 * 32 * 32, 8 * 32 * 32 * 32, w)
+    serial = expect(f, 8 * 16 * 32 * 32, 8 * 32 * 32 * 32, w, 32 / 128)
     # n=2 h=2: a tile of 4 samples x 16 rows reads 18 input rows (the halo)
-    nh = expect(f / 4, 4 * 16 * 18 * 32, 4 * 32 * 16 * 32, w)
-    # c=4: 8 of 32 output channels, all input channels, a quarter of the weights
-    c4 = expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4)
+    nh = expect(f / 4, 4 * 16 * 18 * 32, 4 * 32 * 16 * 32, w, 32 / 128)
+    # c=4: 8 of 32 output channels (8 / 128 of a tile), all input channels, a quarter of
+    # the weights: a quarter of the FLOPs at a quarter of the speed
+    c4 = expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4, 8 / 128)
     got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
     assert got == pytest.approx([serial, nh, c4], rel=1e-12)
     # the input is a graph input: no input gradient, one backward kernel
     fwd, bwd, upd = cm.compute_phases(conv, np.array([[1, 1, 1, 1]]), graph_inputs=(True,))
-    assert bwd[0] == pytest.approx(f / speed + launch, rel=1e-12)
+    assert bwd[0] == pytest.approx(f / (speed / 4) + launch, rel=1e-12)
+    # without tile quantization the channel split is four times as fast per FLOP
+    from milp_parallel.roofline import RooflineParams
+    flat = CostModel(clusters.get("abci", nodes=1), roofline=RooflineParams(gemm_tile=0))
+    assert flat.compute_seconds(conv, np.array([[1, 4, 1, 1]]))[0] == pytest.approx(
+        expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4, 1.0), rel=1e-12)
 
 
 def test_memory_bound_ops_by_hand():
