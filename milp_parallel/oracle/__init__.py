@@ -35,9 +35,23 @@ Two modes:
     ``*_scaling_proj`` logs of the repository were produced with an older PLX cable latency of
     15 us instead of 20 us (``plx_cable_latency_s=15e-6``), i.e. 10 us less per ring step
     beyond one node.
+    Data+spatial follows ParaDL's **current** ``parallel_analysis.py`` (repository
+    TruongThaoNguyen/paraDL-analysis, unchanged from commit 82cdf91 to ce36803) by default;
+    ``ds_source="log"`` reproduces the repository's published data+spatial log, which an
+    older version of that code produced (see quirk 5).
 ``mode="default"``
-    The same formulas with the quirks corrected, on our :class:`~milp_parallel.topology.Topology`
-    (or a ``.plat``'s single bandwidth and latency).
+    The strategies as ChainerMN-X implements them (the code ParaDL measured), priced on our
+    :class:`~milp_parallel.topology.Topology` (or a ``.plat``'s single bandwidth and latency)
+    with the roofline and this package's collectives: :mod:`milp_parallel.oracle.implementation`
+    (compute spread by the roofline, split tiles priced as tiles, chained blocking halo
+    exchanges, NCCL all-gathers and the hybrid optimizer's all-reduces). Serial, pipeline and
+    the memory formulas are ParaDL's with the quirks below corrected.
+
+Package layout: :mod:`~milp_parallel.oracle.model` (the formulas' inputs and ParaDL's ABCI
+network), :mod:`~milp_parallel.oracle.formulas` (one function per strategy),
+:mod:`~milp_parallel.oracle.implementation` (the default mode's physics),
+:mod:`~milp_parallel.oracle.projection` (:func:`project`, :func:`rank`),
+:mod:`~milp_parallel.oracle.summary` (ParaDL's command line, :func:`paradl_summary`).
 
 Quirks of ParaDL reproduced in ``paradl`` mode (corrected in ``default`` mode)
 --------------------------------------------------------------------------------
@@ -54,17 +68,21 @@ Quirks of ParaDL reproduced in ``paradl`` mode (corrected in ``default`` mode)
    Default: ``B * C * H * floor(K/2)`` elements per side, only layers with ``K > 1``.
 5. Data+filter: the across-node all-reduce sends the full weights (the ChainerMNx
    implementation limit) over a bandwidth divided by ``2 * GPUs per node`` (contention on
-   the PCIe switch); data+spatial: the halos use ``16 GB/s / p2`` and 3 ms latency (no
-   GPUDirect), the all-gather runs over ``p2`` only, the all-reduce is hierarchical with the
-   across-node bandwidth halved, and compute and memory leave out the layers after the
-   last spatially split one. Default: shards of ``|w| / p2``, the topology's links, all
-   layers.
+   the PCIe switch). Data+spatial (current code): halos of the masked kernel > 1 layers,
+   ``C H floor((K-1)/2)`` elements per sample for both passes, at ``16 GB/s / (2 p2)`` and
+   3 ms latency (no GPUDirect); the all-gather at ``16 GB/s / 2``, over ``p2`` only; a
+   hierarchical all-reduce with the across-node bandwidth divided by ``2 p2``; compute and
+   memory leave out the layers after the last spatially split one. The published log's
+   older version: halos of every kernel > 1 layer up to the split, masked or not, of
+   ``W floor((K-1)/2)`` elements, at ``16 GB/s / p2``; the all-gather at the same bandwidth;
+   the across-node bandwidth halved. Default: see :mod:`~milp_parallel.oracle.implementation`.
 6. Filter and channel rows that do not fit in memory are dropped (they are reported as
    not fitting in :func:`project`); data, data+filter and data+spatial rows are kept
    whatever their memory.
 7. The measured per-sample time covers forward, backward and the weight update, spread
-   over layers in proportion to ``2 * forward FLOPs + |w|``: the weight update is counted
-   per sample, not per iteration (kept in both modes).
+   over layers in proportion to ``2 * forward FLOPs + |w|``, which leaves memory-bound layers
+   (batch norm, ReLU) almost nothing. Default: spread by each layer's roofline time on the
+   cluster's device.
 
 Examples
 --------

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnknownNameError
+from . import implementation as impl
 from .model import BYTES_PER_ELEMENT, PARADL_CODES, STRATEGIES, Cluster, Net, _ALIASES
 
 # --------------------------------------------------------------------------------------------
@@ -118,12 +119,16 @@ def _data(net, cl, p, b, D, q, **_):
     W = float(net.w.sum())
     B = b * p
     iters = math.ceil(D / B)
+    mem = 2 * (b * (x + y) + W) * BYTES_PER_ELEMENT
+    if not q:
+        comp, ar, _, _, lat = impl.data(net, cl, p, b, iters)
+        return _row("data", p, B, b, iters, comp, allreduce=ar, latency=lat, mem=mem,
+                    cap=cl.memory_bytes)
     total_comp = float(net.comp_s.sum())
-    comp = math.ceil(D / p) * total_comp if q else iters * b * total_comp
+    comp = math.ceil(D / p) * total_comp
     bw, lat = cl.link(p, True)
     beta = 1 / float(bw)
     ar = 2 * iters * (p - 1) * (lat + W * BYTES_PER_ELEMENT * beta / p)
-    mem = 2 * (b * (x + y) + W) * BYTES_PER_ELEMENT
     return _row("data", p, B, b, iters, comp, allreduce=ar, latency=2 * iters * (p - 1) * lat,
                 mem=mem, cap=cl.memory_bytes)
 
@@ -147,6 +152,10 @@ def _model_parallel(kind, net, cl, p, b, D, q, mask, **_):
     w_split, c_split, count, out = _mask_sums(net, mask, p)
     iters = math.ceil(D / B)
     mem = 2 * (B * (x + y) + (w_split / p if q else w_split)) * BYTES_PER_ELEMENT
+    if not q:
+        comp, ar, ag, _, lat = impl.model_parallel(kind, net, cl, p, B, iters, mask)
+        return _row(kind, p, B, b, iters, comp, allgather=ag, allreduce=ar, latency=lat,
+                    mem=mem, cap=cl.memory_bytes)
     comp = iters * B * c_split
     bw, lat = cl.link(p, True)
     beta = 1 / float(bw)
@@ -164,19 +173,13 @@ def _split_index(mask):
     return int(idx[-1]) if idx.size else 0
 
 
-def _halo_elems(net, q, i):
-    """Per-sample halo elements of layer i: (forward y, backward dx)."""
-    k = int(net.kernel[i])
-    if q:
-        half = (k - 1) // 2
-        return float(net.y_shape[i, 1] * half), float(net.x_shape[i, 1] * half)
-    half = k // 2
-    other_y = float(np.prod(net.y_shape[i, 2:])) * float(net.y_shape[i, 0])
-    other_x = float(np.prod(net.x_shape[i, 2:])) * float(net.x_shape[i, 0])
-    return other_y * half, other_x * half
+def _halo_elems(net, i):
+    """ParaDL's per-sample halo of layer i in spatial (quirk 4): ``W floor((K-1)/2)``."""
+    half = (int(net.kernel[i]) - 1) // 2
+    return float(net.y_shape[i, 1] * half), float(net.x_shape[i, 1] * half)
 
 
-def _spatial(net, cl, p, b, D, q, mask, **_):
+def _spatial(net, cl, p, b, D, q, mask, gpudirect=True, **_):
     W = float(net.w.sum())
     m = mask
     split = _split_index(m)
@@ -192,21 +195,25 @@ def _spatial(net, cl, p, b, D, q, mask, **_):
     B = b
     iters = math.ceil(D / B)
     mem = 2 * (float(B) * (x + y) + W) * BYTES_PER_ELEMENT
-    comp = D * comp_ps if q else iters * B * comp_ps
-    bw, lat = cl.link(p, not q)
+    if not q:
+        comp, ar, ag, halo, lat = impl.spatial(net, cl, p, B, iters, m, gpudirect)
+        row = _row("spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag, halo=halo,
+                   latency=lat, mem=mem, cap=cl.memory_bytes)
+        return row, max_samples
+    comp = D * comp_ps
+    bw, lat = cl.link(p, False)
     beta = 1 / float(bw)
-    halo_samples = max_samples if q else B
     halo = 0.0
     n_halo = 0
     for i in range(split + 1):
         if net.kernel[i] > 1 and m[i]:
-            hy, hx = _halo_elems(net, q, i)
-            halo += 2 * (lat + hy * halo_samples * BYTES_PER_ELEMENT * beta)
-            halo += 2 * (lat + hx * halo_samples * BYTES_PER_ELEMENT * beta)
+            hy, hx = _halo_elems(net, i)
+            halo += 2 * (lat + hy * max_samples * BYTES_PER_ELEMENT * beta)
+            halo += 2 * (lat + hx * max_samples * BYTES_PER_ELEMENT * beta)
             n_halo += 1
     halo *= iters
     ag = 2 * (p - 1) * (lat + (B * float(net.y[split]) * BYTES_PER_ELEMENT * beta) / p) * iters
-    ar_iters = D / B if q else iters
+    ar_iters = D / B
     ar = 2 * ar_iters * (p - 1) * (lat + W * BYTES_PER_ELEMENT * beta / p)
     latency = iters * 4 * lat * n_halo + 2 * (p - 1) * lat * iters + 2 * ar_iters * (p - 1) * lat
     row = _row("spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag, halo=halo,
@@ -223,24 +230,28 @@ def _data_filter(net, cl, p, b, D, q, mask, **_):
     w_split, c_split, count, out = _mask_sums(net, mask, P2)
     iters = math.ceil(D / B)
     mem = 2 * (b * (x + y) + w_split) * BYTES_PER_ELEMENT
+    if not q:
+        comp, ar, ag, _, lat = impl.data_filter(net, cl, p, b, iters, mask)
+        return _row("data+filter", p, B, b, iters, comp, allgather=ag, allreduce=ar,
+                    latency=lat, mem=mem, cap=cl.memory_bytes)
     comp = iters * b * c_split
     bw1, lat1 = cl.intra(P2) if P2 > 1 else (math.inf, 0.0)
     beta1 = 1 / float(bw1)
     one = iters * (P2 - 1) * (lat1 * count + (b * out * BYTES_PER_ELEMENT * beta1) / P2)
     bw2, lat2 = cl.link(p, True) if P1 > 1 else (math.inf, 0.0)
-    if q:
-        bw2 = bw2 / (2 * P2)
-        shard = W
-    else:
-        shard = w_split
+    bw2 = bw2 / (2 * P2)
     beta2 = 1 / float(bw2)
-    ar = 2 * iters * (P1 - 1) * (lat2 + shard * BYTES_PER_ELEMENT * beta2 / P1)
+    ar = 2 * iters * (P1 - 1) * (lat2 + W * BYTES_PER_ELEMENT * beta2 / P1)
     latency = 3 * iters * (P2 - 1) * lat1 * count + 2 * iters * (P1 - 1) * lat2
     return _row("data+filter", p, B, b, iters, comp, allgather=one, allreduce=2 * one + ar,
                 latency=latency, mem=mem, cap=cl.memory_bytes)
 
 
-def _data_spatial(net, cl, p, b, D, q, mask, **_):
+#: ParaDL sources data+spatial can follow in ``paradl`` mode (see the package docstring).
+DS_SOURCES = ("code", "log")
+
+
+def _data_spatial(net, cl, p, b, D, q, mask, gpudirect=True, ds_source="code", **_):
     W = float(net.w.sum())
     m = mask
     split = _split_index(m)
@@ -255,35 +266,46 @@ def _data_spatial(net, cl, p, b, D, q, mask, **_):
     else:
         x = float((net.x[ms] / P2).sum() + net.x[ns].sum())
         y = float((net.y[ms] / P2).sum() + net.y[ns].sum())
-    comp_ps = float(net.comp_s[ms].sum()) / P2 + float(net.comp_s[ns].sum())
     iters = math.ceil(D / B)
     mem = 2 * (float(B) * (x + y) / P1 + W) * BYTES_PER_ELEMENT
-    comp = math.ceil(D / P1) * comp_ps if q else iters * b * comp_ps
-    if q:
-        bw1, lat1 = cl.link(P2, False)
-        beta_h = 1 / (bw1 / P2)
-        beta_g = beta_h
-    else:
-        bw1, lat1 = cl.intra(P2) if P2 > 1 else (math.inf, 0.0)
-        beta_h = beta_g = 1 / float(bw1)
+    if not q:
+        comp, ar, ag, halo, lat = impl.data_spatial(net, cl, p, b, iters, m, gpudirect)
+        return _row("data+spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag,
+                    halo=halo, latency=lat, mem=mem, cap=cl.memory_bytes)
+    if ds_source not in DS_SOURCES:
+        raise UnknownNameError(f"unknown ds_source {ds_source!r}; use 'code' (ParaDL's "
+                               "current parallel_analysis.py) or 'log' (its published log)")
+    comp_ps = float(net.comp_s[ms].sum()) / P2 + float(net.comp_s[ns].sum())
+    comp = math.ceil(D / P1) * comp_ps
+    log = ds_source == "log"
+    # halos and the all-gather go without GPUDirect through the node's PCIe switch; the
+    # current code divides its bandwidth by 2 P2 for the halos and by 2 for the all-gather,
+    # the version behind the published log by P2 for both
+    bw1, lat1 = cl.link(P2, False)
+    beta_h = 1 / (bw1 / P2) if log else 1 / (bw1 / (2 * P2))
+    beta_g = beta_h if log else 1 / (bw1 / 2)
     halo = 0.0
     n_halo = 0
     for i in range(split + 1):
-        # ParaDL's published data+spatial logs exchange halos of every kernel > 1 layer up
-        # to the split, masked or not (quirk 5)
-        if net.kernel[i] > 1 and (m[i] or q):
-            hy, hx = _halo_elems(net, q, i)
-            halo += 2 * (lat1 + hy * b * BYTES_PER_ELEMENT * beta_h)
-            halo += 2 * (lat1 + hx * b * BYTES_PER_ELEMENT * beta_h)
-            n_halo += 1
+        if net.kernel[i] <= 1:
+            continue
+        if log:     # every kernel > 1 layer up to the split, halos of W floor((K-1)/2)
+            hy, hx = _halo_elems(net, i)
+        elif m[i]:  # masked layers only, halos of C H floor((K-1)/2), both passes
+            hy = hx = float(net.x_shape[i, 0]) * ((int(net.kernel[i]) - 1) // 2) * float(
+                np.prod(net.x_shape[i, 2:]))
+        else:
+            continue
+        halo += 2 * (lat1 + hy * b * BYTES_PER_ELEMENT * beta_h)
+        halo += 2 * (lat1 + hx * b * BYTES_PER_ELEMENT * beta_h)
+        n_halo += 1
     halo *= iters
     ag = 2 * (P2 - 1) * (lat1 + (b * float(net.y[split]) * BYTES_PER_ELEMENT * beta_g) / P2)
     ag *= iters
     bwl, latl = cl.intra(P2) if P2 > 1 else (math.inf, 0.0)
     ar_local = 2 * (P2 - 1) * (latl + W * BYTES_PER_ELEMENT / float(bwl) / P2)
     bwg, latg = cl.link(p, True) if P1 > 1 else (math.inf, 0.0)
-    if q:
-        bwg = bwg / 2
+    bwg = bwg / 2 if log else bwg / (2 * P2)
     ar = (ar_local + 2 * (P1 - 1) * (latg + W * BYTES_PER_ELEMENT / float(bwg) / P1)) * iters
     latency = iters * (4 * lat1 * n_halo + 2 * (P2 - 1) * lat1 + 2 * (P2 - 1) * latl
                        + 2 * (P1 - 1) * latg)

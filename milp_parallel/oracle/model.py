@@ -10,7 +10,7 @@ a ParaDL platform (ParaDL's built-in ABCI network, :func:`abci_link`) or of a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -114,6 +114,10 @@ class Net:
     y_shape: np.ndarray
     kernel: np.ndarray       # (L,) first spatial kernel size (0 when none)
     names: tuple[str, ...]
+    graph: Any = None        # a LayerGraph whose layers stand for the rows (default mode)
+    rows: tuple = ()         # per row, the names of its layers in ``graph``
+    measured: bool = False   # comp_s spreads a measured per-sample time
+    cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_layers(self) -> int:
@@ -126,11 +130,21 @@ class Net:
 
 
 def _net_from_table(table: NetTable, speed_flops: float) -> Net:
+    graph, rows = None, ()
+    try:
+        from ..paradl import to_layer_graph
+        graph = to_layer_graph(table)
+        names = set(graph.names)
+        rows = tuple(tuple(n for n in (f"{i}_{name}", f"{i}_flatten") if n in names)
+                     for i, name in enumerate(table.names))
+    except Exception:           # noqa: BLE001 - a table LayerGraph cannot express: no roofline
+        graph, rows = None, ()
     return Net(name=table.model, dataset_size=table.dataset_size,
-                kinds=np.asarray(table.kinds), x=table.x_elems.astype(np.float64),
-                y=table.y_elems.astype(np.float64), w=table.w_elems.astype(np.float64),
-                comp_s=table.layer_seconds(speed_flops), x_shape=table.x_shapes,
-                y_shape=table.y_shapes, kernel=table.w_shapes[:, 2], names=table.names)
+               kinds=np.asarray(table.kinds), x=table.x_elems.astype(np.float64),
+               y=table.y_elems.astype(np.float64), w=table.w_elems.astype(np.float64),
+               comp_s=table.layer_seconds(speed_flops), x_shape=table.x_shapes,
+               y_shape=table.y_shapes, kernel=table.w_shapes[:, 2], names=table.names,
+               graph=graph, rows=rows, measured=bool(np.all(table.has_time)))
 
 
 _OP_KIND = {"conv": "CONV", "batchnorm": "BNORM", "layernorm": "BNORM", "elementwise": "RELU",
@@ -168,10 +182,11 @@ def _net_from_graph(graph: Any, speed_flops: float, dataset_size: int,
     else:
         comp = flops / speed_flops
     return Net(name=getattr(graph, "name", "model"), dataset_size=dataset_size,
-                kinds=np.array(kinds), x=np.array(xs), y=np.array(ys), w=np.array(ws),
-                comp_s=comp, x_shape=np.array(xsh, dtype=np.int64),
-                y_shape=np.array(ysh, dtype=np.int64), kernel=np.array(ks, dtype=np.int64),
-                names=tuple(names))
+               kinds=np.array(kinds), x=np.array(xs), y=np.array(ys), w=np.array(ws),
+               comp_s=comp, x_shape=np.array(xsh, dtype=np.int64),
+               y_shape=np.array(ysh, dtype=np.int64), kernel=np.array(ks, dtype=np.int64),
+               names=tuple(names), graph=graph, rows=tuple((n,) for n in names),
+               measured=seconds_per_sample is not None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +202,7 @@ class Cluster:
     max_devices: int
     link: Callable[[float, bool], tuple[float, float]]   # (p, gpudirect) -> (bw, lat)
     intra: Callable[[float], tuple[float, float]]        # ring of p inside a node
+    topology: Any = None                                 # links and collectives (default mode)
 
 
 def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> Cluster:
@@ -207,7 +223,8 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> Cluster:
                 return cluster.bandwidth_bytes_per_s, cluster.latency_s
             intra = link
         return Cluster(cluster.name, cluster.memory_bytes, cluster.speed_flops,
-                        cluster.devices_per_node, cluster.max_devices, link, intra)
+                       cluster.devices_per_node, cluster.max_devices, link, intra,
+                       _platform_topology(cluster))
     # a Topology (duck-typed: device, levels, n_devices, latency(i, j), bandwidth(i, j))
     try:
         dev = cluster.device
@@ -227,4 +244,17 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> Cluster:
 
     speed = float(dev.peak_flops) * float(getattr(dev, "efficiency", 1.0))
     return Cluster(getattr(cluster, "name", "topology"), float(dev.memory_bytes), speed,
-                    per_node, n, link, link)
+                   per_node, n, link, link, cluster)
+
+
+def _platform_topology(plat: Platform):
+    """A ParaDL platform as a Topology: its nodes of GPUs, every link at the platform's one
+    bandwidth and latency (what a ``.plat`` file states)."""
+    from ..topology import Device, Level, Topology
+    per = max(1, int(plat.devices_per_node))
+    nodes = max(1, int(plat.max_devices) // per)
+    dev = Device(plat.name or "gpu", plat.memory_bytes, plat.speed_flops, 1.0)
+    levels = [Level("node", per, plat.bandwidth_bytes_per_s, plat.latency_s)]
+    if nodes > 1:
+        levels.append(Level("network", nodes, plat.bandwidth_bytes_per_s, plat.latency_s))
+    return Topology(dev, tuple(levels), plat.name or "platform")

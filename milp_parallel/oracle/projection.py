@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import FormatError, UnknownNameError
+from ..errors import FormatError, InvalidOptionError, UnknownNameError
 from ..paradl import NetTable, read_mask, read_net
 from .formulas import (FORMULAS, ProjectionRow, _canon, _default_mask, _limit,
                        _not_applicable, _serial)
@@ -103,18 +103,34 @@ class Projection:
         return note
 
 
+#: Samples per epoch assumed for a zoo model or a graph file (ImageNet-1k's training set), as
+#: the command line does.
+IMAGENET_SAMPLES = 1_281_167
+
+_TABLE_SUFFIXES = (".net", ".net_sc", ".net_256")
+
+
 def _resolve_model(model, cl, dataset_size, seconds_per_sample):
     if isinstance(model, (str, Path)):
-        model = read_net(model)
+        path = Path(model)
+        if path.suffix in _TABLE_SUFFIXES or str(model).endswith(".net_256") or path.exists():
+            model = read_net(model)
+        else:               # a zoo name, as on the command line
+            from .. import models as _models
+            model = _models.get(str(model))
+            if dataset_size is None:
+                dataset_size = IMAGENET_SAMPLES
     if isinstance(model, NetTable):
         net = _net_from_table(model, cl.speed_flops)
         if seconds_per_sample is not None:
             fl = model.flops()
-            net = Net(**{**net.__dict__, "comp_s": fl * (seconds_per_sample / fl.sum())})
+            net = Net(**{**net.__dict__, "comp_s": fl * (seconds_per_sample / fl.sum()),
+                         "measured": True, "cache": {}})
     else:
         net = _net_from_graph(model, cl.speed_flops, dataset_size or 0, seconds_per_sample)
     if dataset_size is not None:
-        net = Net(**{**net.__dict__, "dataset_size": int(dataset_size)})
+        net = Net(**{**net.__dict__, "dataset_size": _positive_int(dataset_size,
+                                                                   "dataset_size")})
     if net.dataset_size <= 0:
         raise FormatError("dataset_size is needed for a model without a dataset line "
                           "(pass dataset_size=1_281_167 for ImageNet)")
@@ -133,17 +149,36 @@ def _resolve_mask(net, strategy, layer_mask):
     return m
 
 
+def _positive(value: Any, what: str) -> float:
+    """``value`` as a positive finite float, or InvalidOptionError naming ``what``."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or float(value) <= 0:
+        raise InvalidOptionError(f"{what} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def _positive_int(value: Any, what: str) -> int:
+    v = _positive(value, what)
+    if v != int(v):
+        raise InvalidOptionError(f"{what} must be a positive integer, got {value!r}")
+    return int(v)
+
+
 def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
             batch_per_device: float, dataset_size: int | None = None,
             scaling: str = "weak", global_batch: float | None = None,
             mode: str = "default", layer_mask: Any = None, micro_batches: int | None = None,
             seconds_per_sample: float | None = None,
-            plx_cable_latency_s: float = PLX_CABLE_LATENCY_S) -> Projection:
+            plx_cable_latency_s: float = PLX_CABLE_LATENCY_S, gpudirect: bool = True,
+            ds_source: str = "code") -> Projection:
     """Project one uniform strategy's epoch time and memory at several device counts.
 
     Parameters
     ----------
-    model : NetTable, path to a ParaDL table, or LayerGraph
+    model : NetTable, path to a ParaDL table, LayerGraph, or zoo name
+        A zoo name (``"resnet50"``, :func:`milp_parallel.models.names`) is a graph of that
+        model with ImageNet's 1,281,167 samples per epoch unless ``dataset_size`` says
+        otherwise, as on the command line.
     cluster : Topology, Platform, path to a ``.plat`` or a cluster name
     strategy : str
         One of :data:`STRATEGIES` (or a ParaDL code, see :data:`PARADL_CODES`).
@@ -170,6 +205,14 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         the table's ``t`` column, or FLOPs / device speed).
     plx_cable_latency_s : float, optional
         ParaDL mode's ABCI latency constant (see :func:`abci_link`).
+    gpudirect : bool, default True
+        Default mode: whether point-to-point halo exchanges go device to device over the
+        topology's links (True) or through host memory (False: ChainerMN-X's sends without
+        CUDA-aware MPI, ParaDL's measured ABCI path; see
+        :mod:`milp_parallel.oracle.implementation`).
+    ds_source : {"code", "log"}
+        ParaDL mode's data+spatial: the current ``parallel_analysis.py`` (default) or the
+        older version behind the repository's published data+spatial log.
 
     Returns
     -------
@@ -180,11 +223,22 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
     Raises
     ------
     UnknownNameError
-        For an unknown strategy.
+        For an unknown strategy or zoo model.
     FormatError
         For a bad mask or a missing dataset size.
+    InvalidOptionError
+        For a batch, dataset size, device count or micro-batch count that is not a positive
+        finite number.
     """
     strategy = _canon(strategy)
+    batch_per_device = _positive(batch_per_device, "batch_per_device")
+    if global_batch is not None:
+        global_batch = _positive(global_batch, "global_batch")
+    if micro_batches is not None:
+        micro_batches = _positive_int(micro_batches, "micro_batches")
+    devices = [_positive_int(p, "devices") for p in devices]
+    if not devices:
+        raise InvalidOptionError("devices is empty; give device counts such as [1, 2, 4]")
     if mode not in ("default", "paradl"):
         raise UnknownNameError(f"unknown mode {mode!r}; use 'default' or 'paradl'")
     if scaling not in ("weak", "strong"):
@@ -222,7 +276,8 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
             r = _serial(net, cl, 1, b, D, q)
             rows.append(ProjectionRow(**{**asdict(r), "strategy": strategy}))
             continue
-        r = FORMULAS[strategy](net, cl, p, b, D, q, mask=mask, micro_batches=micro_batches)
+        r = FORMULAS[strategy](net, cl, p, b, D, q, mask=mask, micro_batches=micro_batches,
+                               gpudirect=gpudirect, ds_source=ds_source)
         if r is None:
             rows.append(_not_applicable(strategy, p, math.nan, b, cl.memory_bytes,
                                         f"cannot balance {net.n_layers} layers into {p} "

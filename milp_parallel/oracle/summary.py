@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import FormatError, UnknownNameError
+from ..errors import FormatError, InvalidOptionError, UnknownNameError
 from ..paradl import NetTable, Platform, read_mask, read_net, read_platform
 from .formulas import (ProjectionRow, _act, _data, _data_filter, _data_spatial,
                        _model_parallel, _serial, _spatial)
@@ -37,7 +37,8 @@ def _as_platform(plat) -> Platform:
 def paradl_summary(net: NetTable | str | Path, plat: Platform | str | Path,
                    strategies: str | Sequence[str], *, max_devices: float, max_batch: float,
                    batch_per_device: float, layer_mask: Any = None,
-                   plx_cable_latency_s: float = PLX_CABLE_LATENCY_S) -> list[dict]:
+                   plx_cable_latency_s: float = PLX_CABLE_LATENCY_S,
+                   ds_source: str = "code") -> list[dict]:
     """ParaDL's SUMMARY table for ``parallel_analysis.py -goal 1``.
 
     Reproduces ``parallel_analysis.py -net NET -plat PLAT -goal 1 --paratype STRATEGIES
@@ -60,6 +61,10 @@ def paradl_summary(net: NetTable | str | Path, plat: Platform | str | Path,
         ``--lc``: the layers filter, channel, spatial and the hybrids split (default all).
     plx_cable_latency_s : float, optional
         20 us (the ranking logs) or :data:`PLX_CABLE_LATENCY_OLD_S` (the scaling logs).
+    ds_source : {"code", "log"}
+        data+spatial as the current ``parallel_analysis.py`` computes it (default), or as the
+        older version behind the repository's published data+spatial log
+        (``log/ranking_log/resnet/64/data+spatial.log``).
 
     Returns
     -------
@@ -73,7 +78,15 @@ def paradl_summary(net: NetTable | str | Path, plat: Platform | str | Path,
     UnknownNameError
         For an unknown code (``p``, pipeline, is refused: ParaDL's pipeline analysis returns
         before computing anything).
+    InvalidOptionError
+        For a ``max_devices`` below 1, or a batch that is not a positive finite number.
     """
+    from .projection import _positive
+    max_devices = _positive(max_devices, "max_devices")
+    if max_devices < 1:
+        raise InvalidOptionError(f"max_devices must be at least 1, got {max_devices!r}")
+    max_batch = _positive(max_batch, "max_batch")
+    batch_per_device = _positive(batch_per_device, "batch_per_device")
     table = _as_table(net)
     platform = _as_platform(plat)
     codes = [c.strip() for c in (strategies.split(",") if isinstance(strategies, str)
@@ -150,7 +163,8 @@ def paradl_summary(net: NetTable | str | Path, plat: Platform | str | Path,
         for i in range(int(math.log(P2, 2)), int(math.log(max_rank, 2)) + 1):
             p = 2.0 ** i
             if b * p / P2 <= max_b and p >= P2:
-                out.append(("ds", _data_spatial(net_, cl, p, b, D, True, mask=mask)))
+                out.append(("ds", _data_spatial(net_, cl, p, b, D, True, mask=mask,
+                                                ds_source=ds_source)))
     del rows
     result = []
     for name, r in out:
