@@ -30,6 +30,7 @@ from .importers import from_onnx, from_torch
 from .oracle import paradl_summary, project, rank
 from .plan import Baseline, CrossCheck, LayerChoice, Plan, make_problem, solve
 from .problem import Evaluation, Problem
+from .simulate import SimulationResult, simulate
 from .profile import ProfileTable, profile_layers, profile_model
 from .solvers import SolveResult, available_solvers, solve_problem, solver_names
 from .solvers.dp import LagrangianBound, dp_lower_bound, solve_unconstrained
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     # the main entry points
     "solve", "solve_problem", "make_problem", "Plan", "LayerChoice", "Baseline", "CrossCheck",
+    "simulate", "SimulationResult",
     # models and clusters
     "models", "clusters", "Layer", "LayerGraph", "from_onnx", "from_torch",
     "Device", "Level", "Topology",

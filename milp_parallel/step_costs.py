@@ -22,10 +22,15 @@ and the optimizer update.
    - optimizer (Adam, mixed precision): 28 bytes of HBM traffic per local parameter (fp32
      master weight and two moments read and written, the 16-bit gradient read and weight
      written).
-   - constants: A100 80 GB 2,039 GB/s HBM2e, A100 40 GB PCIe 1,555 GB/s, H100 SXM 3,350 GB/s
-     HBM3, H200 4,800 GB/s, V100 900 GB/s, P100 732 GB/s (NVIDIA datasheets);
-     ``gemm_efficiency`` 0.75 and ``memory_efficiency`` 0.8 of the peaks, 5 us per kernel:
-     typical figures, not fitted to any measurement here.
+   - constants: the device's HBM bandwidth and kernel launch time from the preset
+     (``Device.memory_bandwidth_bytes_per_s``, ``kernel_launch_s``), else A100 80 GB 2,039
+     GB/s HBM2e, A100 40 GB PCIe 1,555 GB/s, H100 SXM 3,350 GB/s HBM3, H200 4,800 GB/s, V100
+     900 GB/s, P100 732 GB/s (NVIDIA datasheets) and 5 us; ``gemm_efficiency`` 0.75 of the
+     16-bit peak for matrix products and ``memory_efficiency`` 0.8 (the roofline module's
+     default) of the HBM bandwidth: typical figures, not fitted to any measurement here.
+     Not yet the roofline's ``Device.efficiency`` for matrix products: the presets' 0.5
+     comes from ParaDL's fp32 V100 measurement and has no evidence for 16-bit tensor-core
+     products (see the issue-16 report).
 """
 
 from __future__ import annotations
@@ -55,10 +60,11 @@ class StepPricer:
     topology : Topology
     gemm_efficiency, memory_efficiency : float
         Fractions of the device's peak FLOP/s and HBM bandwidth reached.
-    kernel_seconds : float
-        Fixed time per kernel launch.
+    kernel_seconds : float, optional
+        Fixed time per kernel launch (default: the device's ``kernel_launch_s``, else 5 us).
     hbm_bytes_per_s : float, optional
-        Default: :data:`HBM_BYTES_PER_S` by the device's name.
+        Default: the device's ``memory_bandwidth_bytes_per_s`` (the presets state it), else
+        :data:`HBM_BYTES_PER_S` by the device's name.
 
     Raises
     ------
@@ -67,7 +73,7 @@ class StepPricer:
     """
 
     def __init__(self, topology: Topology, *, gemm_efficiency: float = 0.75,
-                 memory_efficiency: float = 0.8, kernel_seconds: float = 5e-6,
+                 memory_efficiency: float = 0.8, kernel_seconds: float | None = None,
                  hbm_bytes_per_s: float | None = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"StepPricer needs a Topology, got {topology!r}")
@@ -75,6 +81,11 @@ class StepPricer:
                         ("memory_efficiency", memory_efficiency)):
             if not 0 < v <= 1:
                 raise InvalidTopologyError(f"StepPricer: {what} must be in (0, 1], got {v!r}")
+        dev = topology.device
+        if hbm_bytes_per_s is None and getattr(dev, "memory_bandwidth_bytes_per_s", 0) > 0:
+            hbm_bytes_per_s = float(dev.memory_bandwidth_bytes_per_s)   # the preset's figure
+        if kernel_seconds is None:
+            kernel_seconds = float(getattr(dev, "kernel_launch_s", 0.0)) or 5e-6
         if hbm_bytes_per_s is None:
             name = topology.device.name
             hit = [v for k, v in HBM_BYTES_PER_S.items() if name.startswith(k)]

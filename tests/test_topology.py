@@ -156,6 +156,6 @@ def test_selene_and_eos_presets_carry_the_published_figures():
     assert s.device.memory_bytes == 80e9
     assert [lv.bandwidth_bytes_per_s for lv in s.levels] == [300e9, 25e9]   # NVSwitch, HDR
     e = clusters.get("eos", nodes=2)
-    assert e.n_devices == 16 and e.device.peak_flops == 989e12
+    assert e.n_devices == 16 and e.device.peak_flops == 989.4e12
     assert [lv.bandwidth_bytes_per_s for lv in e.levels] == [450e9, 50e9]   # NVSwitch, NDR
     assert clusters.get("selene", precision="fp32").device.peak_flops == 19.5e12
