@@ -497,23 +497,27 @@ class _MeshPricing:
         self.graph, self.pricer, self.precision = graph, pricer, precision
         self.stage_devices, self.t, self.b, self.flash = stage_devices, t, b, flash
         self.d = stage_devices // t
-        self.groups = {"tp": np.arange(t), "d": np.arange(self.d) * t,
-                       "dt": np.arange(stage_devices)}
+        # the groups that run at the same time (they share the nodes' network cards)
+        grid = np.arange(stage_devices).reshape(self.d, t)
+        self.groups = {"tp": grid, "d": grid.T, "dt": grid.reshape(1, -1)}
         self._terms: dict = {}
         self._kinds: dict = {}
 
-    def terms(self, name: str, group: str) -> tuple[float, float]:
-        key = (name, group)
+    def terms(self, name: str, group: str, nbytes: float = 64 * 2**20
+              ) -> tuple[float, float]:
+        """Latency and seconds per byte of a collective on one of the stage's groups (the
+        algorithm chosen for ``nbytes``; 64 MiB: a data-parallel gradient bucket)."""
+        key = (name, group, nbytes)
         hit = self._terms.get(key)
         if hit is None:
-            hit = self.pricer.collective_terms(name, self.groups[group])
+            hit = self.pricer.collective_terms(name, self.groups[group], nbytes=nbytes)
             self._terms[key] = hit
         return hit
 
     def coll(self, name: str | None, group: str, nbytes: float) -> float:
         if name is None or nbytes <= 0:
             return 0.0
-        lat, per = self.terms(name, group)
+        lat, per = self.terms(name, group, float(nbytes))
         return lat + per * nbytes
 
     def kinds(self, layer) -> tuple[Kind, ...]:

@@ -2,22 +2,21 @@
 tensor-parallel group, bucketed data-parallel collectives, pipeline point-to-point messages
 and the optimizer update.
 
-.. warning::
-   **Placeholder pricing** (issue 16), isolated here until the project's per-op roofline and
-   collective models (issue 15: ``costs.py`` / ``topology.py``) land; :class:`StepPricer` is
-   the one place the pipeline planner asks for seconds, so replacing its methods changes every
-   price at once. Its rules:
+:class:`StepPricer` is the one place the pipeline planner asks for seconds. It prices with the
+project's roofline and collectives (issue 15); what is still its own (marked below) is the
+efficiency of 16-bit matrix products, until the presets state one with evidence. Its rules:
 
-   - compute: a roofline per layer, ``max(FLOPs / (peak x gemm_efficiency), bytes /
+   - compute: per layer, ``max(FLOPs / (peak x gemm_efficiency), bytes /
      (HBM bandwidth x memory_efficiency))`` for matrix products (linear, attention's two
      batched products, matmul, conv; backward = 2 x forward), ``bytes / (HBM bandwidth x
      memory_efficiency)`` for everything else (backward = 2 x the forward's bytes), plus
      ``kernel_seconds`` per kernel; the attention core adds the memory-bound passes over its
      ``S x S`` scores (scale-mask-softmax and dropout: 13 bytes per score element forward with
      dropout, 8 without; twice that backward) unless it is a flash kernel.
-   - collectives on a ring over the slowest link of the group (``topology.ring_parameters``):
-     all-reduce ``2 (r - 1) (alpha + m / (r bw))``, all-gather and reduce-scatter ``(r - 1)
-     (alpha + m / (r bw))``, all-to-all ``(r - 1) (alpha + m / (r^2 bw))``.
+   - compute: :func:`milp_parallel.roofline.roofline_seconds` of the layer's FLOPs and bytes.
+   - collectives: :mod:`milp_parallel.collectives` (ring / tree / hierarchical, the fastest
+     for the message, network cards shared per node); all-to-all, which that module does not
+     model, ``(r - 1) (alpha + m / (r^2 bw))`` on the slowest link.
    - point to point: ``alpha + m / bw`` of the link between the two devices.
    - optimizer (Adam, mixed precision): 28 bytes of HBM traffic per local parameter (fp32
      master weight and two moments read and written, the 16-bit gradient read and weight
@@ -37,7 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import collectives
 from .errors import InvalidTopologyError
+from .roofline import RooflineParams, roofline_seconds
 from .topology import Topology
 
 __all__ = ["StepPricer", "HBM_BYTES_PER_S"]
@@ -73,7 +74,8 @@ class StepPricer:
     """
 
     def __init__(self, topology: Topology, *, gemm_efficiency: float = 0.75,
-                 memory_efficiency: float = 0.8, kernel_seconds: float | None = None,
+                 memory_efficiency: float = RooflineParams().memory_efficiency,
+                 kernel_seconds: float | None = None,
                  hbm_bytes_per_s: float | None = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"StepPricer needs a Topology, got {topology!r}")
@@ -97,6 +99,7 @@ class StepPricer:
         self.topology = topology
         self.flops_per_s = float(topology.device.peak_flops) * gemm_efficiency
         self.bytes_per_s = float(hbm_bytes_per_s) * memory_efficiency
+        self._cache: dict = {}
         self.kernel_seconds = float(kernel_seconds)
 
     # ------------------------------------------------------------------ compute
@@ -118,9 +121,10 @@ class StepPricer:
             Attention only: dropout on the probabilities.
         """
         k = self.kernel_seconds
+        rf = dict(flops_per_s=self.flops_per_s, bytes_per_s=self.bytes_per_s, launch_s=k)
         if op in _GEMM_OPS:
-            fwd = max(flops / self.flops_per_s, bytes_moved / self.bytes_per_s) + k
-            bwd = 2.0 * max(flops / self.flops_per_s, bytes_moved / self.bytes_per_s) + 2 * k
+            fwd = float(roofline_seconds(flops, bytes_moved, 1, **rf))
+            bwd = float(roofline_seconds(2.0 * flops, 2.0 * bytes_moved, 2, **rf))
             if op == "attention" and score_elements > 0:
                 per = 13.0 if attention_dropout else 8.0
                 fwd += per * score_elements / self.bytes_per_s + 2 * k
@@ -136,26 +140,42 @@ class StepPricer:
         return OPTIMIZER_BYTES_PER_PARAM * float(params) / self.bytes_per_s
 
     # ------------------------------------------------------------------ communication
-    def collective_terms(self, name: str, devices) -> tuple[float, float]:
+    def collective_terms(self, name: str, devices, *, nbytes: float = 64 * 2**20
+                         ) -> tuple[float, float]:
         """``(latency seconds, seconds per byte of the whole buffer)`` of a collective.
+
+        All-reduce, all-gather and reduce-scatter come from :mod:`milp_parallel.collectives`
+        (ring, tree or hierarchical, the fastest for an ``nbytes`` message, as NCCL's tuner
+        picks; network cards shared by the groups that run at once); all-to-all, which it
+        does not model, is ``(r - 1) (alpha + m / (r^2 bw))`` on the slowest link.
 
         Parameters
         ----------
         name : {"allreduce", "allgather", "reducescatter", "alltoall"}
-        devices : array_like of int
-            The group (one ring).
+        devices : array_like of int, shape (r,) or (G, r)
+            One group, or ``G`` groups that run at the same time (the first one's cost).
+        nbytes : float
+            The message size the algorithm is chosen for.
         """
-        alpha, bw, r = self.topology.ring_parameters(np.asarray(devices, dtype=np.int64))
+        d = np.atleast_2d(np.asarray(devices, dtype=np.int64))
+        key = (name, d.tobytes(), d.shape, float(nbytes))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        r = d.shape[1]
         if r <= 1:
-            return 0.0, 0.0
-        alpha, bw = float(alpha), float(bw)
-        if name == "allreduce":
-            return 2.0 * (r - 1) * alpha, 2.0 * (r - 1) / r / bw
-        if name in ("allgather", "reducescatter"):
-            return (r - 1) * alpha, (r - 1) / r / bw
-        if name == "alltoall":
-            return (r - 1) * alpha, (r - 1) / (r * r) / bw
-        raise InvalidTopologyError(f"unknown collective {name!r}")
+            hit = (0.0, 0.0)
+        elif name == "alltoall":
+            alpha, bw, _ = self.topology.ring_parameters(d[0])
+            hit = ((r - 1) * float(alpha), (r - 1) / (r * r) / float(bw))
+        elif name in ("allreduce", "allgather", "reducescatter"):
+            fn = getattr(collectives, f"{name}_cost")
+            c = fn(self.topology, d, algorithm="auto", nbytes=float(nbytes))[0]
+            hit = (float(c.latency_s), float(c.seconds_per_byte))
+        else:
+            raise InvalidTopologyError(f"unknown collective {name!r}")
+        self._cache[key] = hit
+        return hit
 
     def collective_seconds(self, name: str, devices, nbytes: float) -> float:
         """Seconds of one collective over ``devices`` on an ``nbytes`` buffer."""
