@@ -219,9 +219,10 @@ def selene(nodes: int = 1, gpus_per_node: int = 8, *, precision: str = "bf16") -
     200Gbps HDR Infiniband HCAs for application communication", a three-level fat tree;
     "peak device throughput of an A100 GPU with 16-bit precision is 312 teraFLOP/s"). NVIDIA
     A100 datasheet: 312 TFLOP/s fp16 / bf16 dense, 19.5 TFLOP/s fp32, 80 GB HBM2e at 2,039
-    GB/s, NVLink 600 GB/s per GPU in total = 300 GB/s per direction. One HDR card per GPU: 200 Gb/s =
-    25 GB/s per GPU per direction. The default precision is 16-bit (``"bf16"``: A100's fp16
-    and bf16 tensor-core peaks are the same 312 TFLOP/s). Latencies as the other presets.
+    GB/s, NVLink 600 GB/s per GPU in total = 300 GB/s per direction. One HDR card per GPU:
+    200 Gb/s = 25 GB/s per GPU per direction (``uplinks=8``). The default precision is
+    16-bit (``"bf16"``: A100's fp16 and bf16 tensor-core peaks are the same 312 TFLOP/s).
+    Latencies as the other presets.
     """
     _check_counts("selene", nodes, gpus_per_node, 8)
     dev = Device("A100-SXM4-80GB", 80e9, _peak(precision, _A100, "selene"),
