@@ -46,7 +46,35 @@ from ..errors import InvalidGraphError
 from ..graph import LayerGraph
 
 __all__ = ["gpt", "megatron_params", "megatron_flops", "megatron_flops_from_graph",
-           "GPT_SIZES", "gpt_named"]
+           "GPT_SIZES", "gpt_named", "pre_ln_block", "check_sizes"]
+
+#: Layer names of :func:`pre_ln_block` (GPT's); ViT passes torchvision's.
+GPT_BLOCK_NAMES = {"ln1": "ln1", "proj": "proj", "ln2": "ln2"}
+
+
+def check_sizes(model: str, **sizes) -> None:
+    """Raise :class:`InvalidGraphError` unless every size is a positive integer."""
+    for what, v in sizes.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise InvalidGraphError(f"{model}: {what} must be a positive integer, got {v!r}")
+
+
+def pre_ln_block(g: LayerGraph, p: str, x: str, *, heads: int, ffn: int, dropout: float,
+                 causal: bool, attn_dropout: float | None = None,
+                 names: dict | None = None) -> str:
+    """One pre-layer-norm transformer layer (GPT-2 / ViT) on ``x``, layers named
+    ``<p>.<name>``; returns its output. ``names`` renames ``ln1``, ``proj`` and ``ln2``."""
+    n = {**GPT_BLOCK_NAMES, **(names or {})}
+    h = g.layer(x).output_shape[-1]
+    a_drop = dropout if attn_dropout is None else attn_dropout
+    y = g.linear(f"{p}.qkv", g.layernorm(f"{p}.{n['ln1']}", x), 3 * h)
+    y = g.attention(f"{p}.attn", y, heads, causal=causal, dropout=a_drop)
+    y = g.dropout(f"{p}.drop1", g.linear(f"{p}.{n['proj']}", y, h), p=dropout)
+    x = g.add(f"{p}.add1", y, x)
+    y = g.elementwise(f"{p}.gelu", g.linear(f"{p}.fc1", g.layernorm(f"{p}.{n['ln2']}", x),
+                                            ffn), fn="gelu")
+    y = g.dropout(f"{p}.drop2", g.linear(f"{p}.fc2", y, h), p=dropout)
+    return g.add(f"{p}.add2", y, x)
 
 #: Megatron-LM's Table 1 (SC'21) model shapes: name -> (heads, hidden, layers).
 GPT_SIZES: dict[str, tuple[int, int, int]] = {
@@ -129,10 +157,8 @@ def gpt(batch_size: int = 8, *, layers: int = 24, hidden: int = 2304, heads: int
     InvalidGraphError
         ``heads`` does not divide ``hidden`` or a size is not positive.
     """
-    for what, v in (("layers", layers), ("hidden", hidden), ("heads", heads),
-                    ("vocab", vocab), ("seq_len", seq_len)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise InvalidGraphError(f"gpt: {what} must be a positive integer, got {v!r}")
+    check_sizes("gpt", layers=layers, hidden=hidden, heads=heads, vocab=vocab,
+                seq_len=seq_len)
     if hidden % heads:
         raise InvalidGraphError(f"gpt: heads={heads} must divide hidden={hidden}")
     h, f = hidden, ffn or 4 * hidden
@@ -143,15 +169,8 @@ def gpt(batch_size: int = 8, *, layers: int = 24, hidden: int = 2304, heads: int
               g.embedding("embed.position", pos, seq_len, h))
     x = g.dropout("embed.dropout", x, p=dropout)
     for i in range(layers):
-        p = f"layers.{i}"
-        y = g.linear(f"{p}.qkv", g.layernorm(f"{p}.ln1", x), 3 * h)
-        y = g.attention(f"{p}.attn", y, heads, causal=True, dropout=dropout)
-        y = g.dropout(f"{p}.drop1", g.linear(f"{p}.proj", y, h), p=dropout)
-        x = g.add(f"{p}.add1", y, x)
-        y = g.elementwise(f"{p}.gelu", g.linear(f"{p}.fc1", g.layernorm(f"{p}.ln2", x), f),
-                          fn="gelu")
-        y = g.dropout(f"{p}.drop2", g.linear(f"{p}.fc2", y, h), p=dropout)
-        x = g.add(f"{p}.add2", y, x)
+        x = pre_ln_block(g, f"layers.{i}", x, heads=heads, ffn=f, dropout=dropout,
+                         causal=True)
     x = g.linear("logits", g.layernorm("final_ln", x), vocab, bias=False, tied_to="embed.word")
     if loss:
         g.loss("loss", x)

@@ -26,6 +26,7 @@ from types import MappingProxyType
 
 from ..errors import InvalidGraphError
 from ..graph import LayerGraph
+from .gpt import check_sizes
 
 __all__ = ["llama", "llama_params", "LLAMA_SHAPES", "llama_named"]
 
@@ -79,10 +80,8 @@ def llama(batch_size: int = 8, *, layers: int = 32, hidden: int = 4096, heads: i
         Inconsistent head counts or a non-positive size.
     """
     kv = heads if kv_heads is None else kv_heads
-    for what, v in (("layers", layers), ("hidden", hidden), ("heads", heads),
-                    ("kv_heads", kv), ("ffn", ffn), ("vocab", vocab), ("seq_len", seq_len)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise InvalidGraphError(f"llama: {what} must be a positive integer, got {v!r}")
+    check_sizes("llama", layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn,
+                vocab=vocab, seq_len=seq_len)
     if hidden % heads or heads % kv:
         raise InvalidGraphError(f"llama: heads={heads} must divide hidden={hidden} and be a "
                                 f"multiple of kv_heads={kv}")

@@ -25,8 +25,11 @@ from types import MappingProxyType
 
 from ..errors import InvalidGraphError
 from ..graph import LayerGraph
+from .gpt import pre_ln_block
 
 __all__ = ["vit", "VIT_SHAPES", "vit_named"]
+
+_TORCHVISION_NAMES = {"ln1": "ln_1", "proj": "out_proj", "ln2": "ln_2"}
 
 #: torchvision's ``vit_*`` builders: patch, layers, heads, hidden, mlp.
 VIT_SHAPES = MappingProxyType({
@@ -63,15 +66,8 @@ def vit(batch_size: int = 32, *, image_size: int = 224, patch: int = 16, layers:
                       S, hidden)
     x = g.dropout("dropout", g.add("add_pos", x, pos), p=dropout)
     for i in range(layers):
-        p = f"encoder.layers.{i}"
-        y = g.linear(f"{p}.qkv", g.layernorm(f"{p}.ln_1", x), 3 * hidden)
-        y = g.attention(f"{p}.attn", y, heads, causal=False, dropout=0.0)
-        y = g.dropout(f"{p}.drop1", g.linear(f"{p}.out_proj", y, hidden), p=dropout)
-        x = g.add(f"{p}.add1", y, x)
-        y = g.elementwise(f"{p}.gelu", g.linear(f"{p}.fc1", g.layernorm(f"{p}.ln_2", x), mlp),
-                          fn="gelu")
-        y = g.dropout(f"{p}.drop2", g.linear(f"{p}.fc2", y, hidden), p=dropout)
-        x = g.add(f"{p}.add2", y, x)
+        x = pre_ln_block(g, f"encoder.layers.{i}", x, heads=heads, ffn=mlp, dropout=dropout,
+                         attn_dropout=0.0, causal=False, names=_TORCHVISION_NAMES)
     x = g.slice("cls", g.layernorm("encoder.ln", x), "s", 0, 1)
     x = g.linear("heads", x, num_classes)
     if loss:
