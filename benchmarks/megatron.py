@@ -20,7 +20,8 @@ the ``selene`` preset with its 80 GB per GPU):
 
 Prints a table and writes one CSV row per input row: the input columns, then
 ``predicted_tflops_megatron_config``, ``predicted_tflops_optimum``, ``ratio_predicted_measured``,
-``speedup_optimum``, ``search_seconds``, ``optimum_status``, ``optimum_plan``.
+``speedup_optimum``, ``search_seconds``, ``optimum_status``, ``optimum_untied_gap`` (how much
+faster an untied plan of the same pipeline shape could at most be), ``optimum_plan``.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def run_row(r: dict, time_limit: float | None = None) -> dict:
             "megatron_iteration_seconds": round(meg.iteration_seconds, 4),
             "optimum_iteration_seconds": round(opt.iteration_seconds, 4),
             "search_seconds": round(seconds, 1), "optimum_status": opt.status,
+            "optimum_untied_gap": round(1 - opt.untied_lower_bound_seconds
+                                        / opt.iteration_seconds, 4),
             "optimum_plan": plan_text(opt)}
 
 

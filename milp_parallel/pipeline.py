@@ -385,8 +385,10 @@ class PipelinePlan:
     tied : bool
         The blocks of a stage shared one assignment.
     untied_lower_bound_seconds : float or None
-        A lower bound on ``T`` without tying (the same space, each block its own assignment),
-        where computed.
+        A lower bound on ``T`` without tying, for the plan's own ``(p, t, m, v, schedule)``
+        (each block its own non-dominated assignment; :meth:`_ComboProblem.untied_bound`);
+        ``None`` for an evaluated configuration. ``1 - bound / T`` is the most tying can
+        cost there.
     search : dict
         Statistics: combinations, pruned, MILPs solved, seconds, ...
     """
@@ -432,11 +434,17 @@ class PipelinePlan:
                 f"b={self.micro_batch_size} {self.schedule}"
                 f"{f' v={self.chunks}' if self.chunks > 1 else ''}: "
                 f"{self.iteration_seconds:.4g} s/iteration ({self.status}"
-                f"{', tied blocks' if self.tied else ''})")
+                f"{', tied blocks' if self.tied else ''}"
+                + (f"; untied bound {self.untied_lower_bound_seconds:.4g} s, gap "
+                   f"{1 - self.untied_lower_bound_seconds / self.iteration_seconds:.2%}"
+                   if self.untied_lower_bound_seconds is not None else "") + ")")
         lines = [head]
         for s in self.stages:
-            first, last = (s.blocks[0], s.blocks[-1]) if s.blocks else (None, None)
-            lines.append(f"  stage {s.index}: {len(s.blocks)} blocks [{first}..{last}] "
+            if self.chunks > 1 or not s.blocks:
+                where = ",".join(str(b) for b in s.blocks)
+            else:
+                where = f"{s.blocks[0]}..{s.blocks[-1]}"
+            lines.append(f"  stage {s.index}: {len(s.blocks)} blocks [{where}] "
                          f"recompute={s.recompute} zero={s.zero} "
                          f"t_s={s.micro_batch_seconds * 1e3:.3f} ms "
                          f"y_s={s.flush_seconds * 1e3:.1f} ms "
@@ -1502,6 +1510,55 @@ class _ComboProblem:
             if not changed:
                 return opts
 
+    def untied_bound(self) -> float:
+        """A lower bound on ``T`` of this combination without tying: each stage's blocks may
+        mix any non-dominated assignments (an LP over how many blocks use each; every block
+        pays at least the cheapest re-layout into it, the first one none; per-stage
+        constants, messages and pre / post layers at their least; the largest working set at
+        its least). ``inf`` when even that does not fit the memory."""
+        T, c = self.T, self.c
+        p, v, m = c.p, c.v, c.m
+        B = T.block
+        ins = T.block_in_class(B)
+        wmin_cls = np.full(len(T.in_classes), np.inf)
+        np.minimum.at(wmin_cls, ins, B.wrap)
+        w_in = wmin_cls[ins]
+        pre_t, pre_y = T.pre.crit[:, 0].min(), T.pre.crit[:, 1].min()
+        pre_m = (T.pre.crit[:, 2] + self.f[0] * T.pre.crit[:, 3]).min()
+        post_t, post_y = T.post.crit[:, 0].min(), T.post.crit[:, 1].min()
+        post_m = (T.post.crit[:, 2] + self.f[-1] * T.post.crit[:, 3]).min()
+        scale = max(float(B.crit[:, 0].max()) * self.L, 1e-30)
+        M = _Model()
+        top, ymax = M.var(lo=0), M.var(lo=0)
+        counts = []
+        for s in range(p):
+            lam = M.var(lo=0, n=len(B))
+            counts.extend(lam.tolist())
+            ts, ys = M.var(lo=0), M.var(lo=0)
+            M.row(lam, 1.0, lo=1)
+            const_t = B.c_tau.min() + self.send[s].min() + self.recv[s].min() \
+                - v * float(w_in.max()) + (pre_t if s == 0 else 0) \
+                + (post_t if s == p - 1 else 0)
+            const_y = B.c_psi.min() + (pre_y if s == 0 else 0) + (post_y if s == p - 1 else 0)
+            const_m = B.crit[:, 4].min() + (pre_m if s == 0 else 0) \
+                + (post_m if s == p - 1 else 0)
+            M.row(np.r_[lam, ts], np.r_[v * (B.crit[:, 0] + w_in) / scale, -1.0],
+                  hi=-max(const_t, 0.0) / scale)
+            M.row(np.r_[lam, ys], np.r_[v * B.crit[:, 1] / scale, -1.0], hi=-const_y / scale)
+            if self.budget is not None:
+                M.row(lam, (v * B.crit[:, 2] + self.f[s] * B.crit[:, 3]) / self.budget,
+                      hi=(self.budget - const_m) / self.budget)
+            M.row([top, ts], [1.0, -1.0], lo=0)
+            M.row([ymax, ys], [1.0, -1.0], lo=0)
+            M.cost[ts] = 1.0 / v
+        M.row(counts, 1.0, self.L / v, self.L / v)
+        M.cost[top] = m - 1.0 / v
+        M.cost[ymax] = 1.0
+        status, obj, _, bound = M.solve(None)
+        if status == "infeasible":
+            return math.inf
+        return float(min(obj, bound)) * scale if status == "optimal" else 0.0
+
     def heuristic(self) -> tuple[_Choice | None, float]:
         """A quick feasible choice: blocks spread evenly (extra blocks on the last stages,
         which keep fewer micro-batches in flight), each stage its best option for that
@@ -1858,8 +1915,10 @@ def solve_pipeline(model, cluster, *, global_batch: int | None = None,
         lower = it
     else:
         lower = min(lower, it)
-    return _plan(search, c, prob, ch, name=name, cname=cname, N=N, B=B, budget=budget,
+    plan = _plan(search, c, prob, ch, name=name, cname=cname, N=N, B=B, budget=budget,
                  status=status, lower=lower, stats=stats)
+    untied = min(prob.untied_bound(), it)
+    return replace(plan, untied_lower_bound_seconds=untied)
 
 
 def _least_memory(search: _Search, N: int, B: int, L: int, budget) -> float:

@@ -327,3 +327,13 @@ def test_bad_inputs_are_typed_errors():
         PipelineOptions(zero=(5,))
     with pytest.raises(InvalidGraphError, match="no repeated blocks"):
         block_structure(models.get("resnet18", batch_size=1))
+
+
+def test_plan_states_its_untied_bound(small_plan):
+    g, plan = small_plan
+    b = plan.untied_lower_bound_seconds
+    assert b is not None and 0 < b <= plan.iteration_seconds
+    assert "untied bound" in str(plan)
+    meg = evaluate_configuration(g, "selene", global_batch=16, devices=8, tensor=2,
+                                 pipeline=2, micro_batch_size=1)
+    assert meg.untied_lower_bound_seconds is None
