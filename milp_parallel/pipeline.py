@@ -47,10 +47,13 @@ How it is solved
    seen), only assignments not dominated in (time per micro-batch, flush time, model-state
    bytes, activation bytes per micro-batch in flight, working-set bytes). The same for the
    layers before and after the blocks.
-2. For each ``(p, m, v, t)`` a MILP (HiGHS) picks every stage's block count and one
-   non-dominated block assignment (with its ZeRO stage and recomputation mode), the pre- and
-   post-block assignments, with ``T >= t_s`` and ``Y >= y_s`` as rows (UniAP-style stage
-   variables; the product ``k_s x choice`` is linearized exactly). Any assignment can be
+2. For each ``(p, m, v, t)`` every stage's options are listed: a block count, a
+   non-dominated block assignment (with its ZeRO stage and recomputation mode) and, on the
+   first / last stage, compatible pre / post assignments, that fit the memory; per block count
+   only those not dominated in (time per micro-batch, flush time) are kept, and options that
+   no choice faster than the incumbent could use are dropped (a min-plus bound over the other
+   stages). A MILP (HiGHS; UniAP-style stage variables) picks one option per stage with the
+   block counts adding up and ``T >= t_s``, ``Y >= y_s`` as rows. Any assignment can be
    replaced by one that dominates it without raising the objective or breaking a memory row,
    so the MILP's optimum is the optimum of the declared space for that ``(p, m, v, t)``.
 3. The outer search visits ``(p, m, v, t)`` by increasing lower bound (the bubble bound with
