@@ -40,6 +40,7 @@ from .importers import from_onnx, from_torch
 from .plan import Plan, make_problem, solve
 from .problem import Problem
 from .profile import profile_model
+from .simulate import simulate
 from .solvers import SolveResult, available_solvers, solve_problem, solver_names
 from .topology import Topology
 
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # the main entry point and its result
-    "solve", "Plan", "make_problem",
+    "solve", "Plan", "make_problem", "simulate",
     # the pieces, in the order data flows
     "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "Topology",
     "build_problem", "Problem", "solve_problem", "SolveResult", "solver_names",

@@ -205,6 +205,7 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         groups[layer.name] = [layer.name]
     node_names = list(groups)
     index = {n: i for i, n in enumerate(node_names)}
+    graph_inputs = {lay.name for lay in graph.layers if lay.op == "input"}
 
     # Sizes first: every table below is allocated only once all of them fit the limits.
     configs = []
@@ -230,8 +231,9 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         mc = []
         for m in groups[name]:
             layer = graph.layer(m)
-            tc = cost_model.compute_seconds(layer, cfg)
-            ts = cost_model.sync_seconds(layer, cfg)
+            gi = tuple(x in graph_inputs for x in layer.inputs)
+            tc = cost_model.compute_seconds(layer, cfg, graph_inputs=gi)
+            ts = cost_model.sync_seconds(layer, cfg, graph_inputs=gi)
             mb = cost_model.memory_bytes(layer, cfg)
             cost += tc + ts
             mem += mb

@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     for add in (_add_solve, _add_profile, _add_problem, _add_oracle, _add_sweep, _add_report,
-                _add_listings, _add_reproduce):
+                _add_listings, _add_reproduce, _add_calibrate):
         add(sub, common, fmt)
     return parser
 
@@ -413,6 +413,60 @@ def _add_reproduce(sub, common, fmt) -> None:
                    help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
                         "needs a source checkout")
     p.set_defaults(func=_cmd_reproduce)
+
+
+# ---------------------------------------------------------------------- calibrate (issue 15)
+def _add_calibrate(sub, common, fmt) -> None:
+    p = sub.add_parser(
+        "calibrate", parents=[common], formatter_class=fmt,
+        help="measure this machine's collectives and speeds; write a cluster JSON",
+        description="Time all-reduce, all-gather and point-to-point with torch.distributed "
+                    "(gloo on CPU, nccl on GPU) in WORLD_SIZE local processes, fit one "
+                    "alpha-beta pair, measure the device, and write a topology file "
+                    "(use it as --cluster). The measurements and fits go to "
+                    "OUT.calibration.json beside it.",
+        epilog="examples:\n"
+               "  milp-parallel calibrate --out cpu2.json\n"
+               "  milp-parallel calibrate --out cpu2.json --profile prof.json --model lenet5")
+    p.add_argument("--out", required=True, metavar="FILE", help="the topology JSON to write")
+    p.add_argument("--world-size", type=_positive_int, default=2, metavar="N",
+                   help="processes (devices) to measure with (default 2)")
+    p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="torch threads per process (default 1)")
+    p.add_argument("--repeats", type=_positive_int, default=15,
+                   help="timed repetitions per message size (default 15)")
+    p.add_argument("--max-bytes", type=_memory, default=16 * 2**20, metavar="SIZE",
+                   help="largest message (default 16MiB; sizes from 4KiB by factors of 4)")
+    p.add_argument("--profile", metavar="FILE",
+                   help="also write the per-op profile table of the --model(s) there")
+    p.add_argument("--model", action="append", metavar="NAME",
+                   help="zoo model to profile (repeatable; default lenet5)")
+    p.add_argument("--batch-size", type=_positive_int, help="global batch of the models")
+    p.set_defaults(func=_cmd_calibrate)
+
+
+def _cmd_calibrate(args) -> int:
+    from .calibrate import calibrate
+    sizes = []
+    m = 4096
+    while m <= args.max_bytes:
+        sizes.append(m)
+        m *= 4
+    if len(sizes) < 2:
+        raise _UsageError("--max-bytes must be at least 16KiB (two message sizes)")
+    topo, rep = calibrate(args.out, world_size=args.world_size, backend=args.backend,
+                          threads=args.threads, sizes=sizes, repeats=args.repeats,
+                          profile_path=args.profile, models=tuple(args.model or ["lenet5"]),
+                          batch_size=args.batch_size)
+    fit = rep["fit"]
+    _out(f"wrote {args.out}: {topo!r}")
+    _out(f"alpha {fit['alpha_s'] * 1e6:.2f} us, bandwidth {fit['bandwidth_bytes_per_s'] / 1e9:.3f}"
+         f" GB/s (RMS relative error {100 * fit['rms_relative_error']:.1f}% over {fit['n']} "
+         f"measurements); all-reduce / compute overlap {rep['overlap_efficiency']:.2f}")
+    if args.profile:
+        _out(f"wrote {args.profile}")
+    return EXIT_OK
 
 
 def _version() -> str:

@@ -4,24 +4,44 @@ All methods take a whole ``(K, ndim)`` array of configurations (see :mod:`.confi
 placement rule decides which device holds which tile) and answer for all of them at once.
 Times are seconds per training step (forward + backward); memory is bytes per device.
 
-- :meth:`CostModel.compute_seconds` (``t_c``): FLOPs of the largest tile, forward plus
-  backward, over ``peak_flops * efficiency``. Layer FLOPs are assumed proportional to the
-  output elements a tile computes. Backward = ``backward_factor`` (2) x forward for layers
-  with parameters (input gradient + weight gradient), ``backward_factor_no_params`` (1) x
-  forward otherwise (input gradient only). With a ``profile`` (any object with
-  ``lookup(layer, tile_shape) -> seconds or None``), a measured forward+backward time of the
-  largest tile replaces the estimate; misses fall back and are counted in
-  :attr:`CostModel.profile_stats`.
-- :meth:`CostModel.sync_seconds` (``t_s``): ring all-reduce of the weight shard (``params /
-  prod(degrees of weight_split_dims) * bytes_per_element``) among the replicas holding the same
-  shard, on the slowest link that ring crosses; the slowest of the rings (they run in
-  parallel). 0 without parameters or without replicas.
+- :meth:`CostModel.compute_seconds` (``t_c``): forward, backward and optimizer update of the
+  largest tile. Default (``compute_model="roofline"``): the per-op roofline of
+  :mod:`milp_parallel.roofline` (FLOPs at the op class's speed or bytes at the memory
+  bandwidth, whichever is slower, plus a launch time per kernel; each phase from its own FLOPs
+  and bytes). ``compute_model="flops"`` is the older model: FLOPs of the tile, forward plus
+  backward, over ``peak_flops * efficiency``, backward = ``backward_factor`` (2) x forward
+  for layers with parameters, ``backward_factor_no_params`` (1) x forward otherwise, no
+  update. Layer FLOPs are proportional to the output elements a tile computes. With a
+  ``profile`` (any object with ``lookup(layer, tile_shape) -> seconds or None``), a measured
+  forward+backward time of the largest tile replaces the forward+backward estimate (the
+  update stays estimated); misses fall back and are counted in
+  :attr:`CostModel.profile_stats`. :meth:`CostModel.compute_phases` gives the three phases.
+- :meth:`CostModel.sync_seconds` (``t_s``): the all-reduce of the weight shard (``params /
+  prod(degrees of weight_split_dims) * bytes_per_element``) among the replicas holding the
+  same shard, as a collective library runs it (:mod:`milp_parallel.collectives`: ring, tree
+  or hierarchical, alpha-beta per level, network cards shared by the groups that cross nodes
+  at once; ``collective="auto"`` takes the cheapest per group, as NCCL's tuner); the slowest
+  of the groups (they run in parallel). 0 without parameters or without replicas.
+  Bucketing (``gradient_bucket_bytes``, PyTorch DDP's 25 MiB by default) and the overlap
+  credit (``sync_overlap``) are approximations inside the separable objective: the layer pays
+  ``m / b`` of the all-reduce of a full bucket of ``b`` bytes (the latency amortized over the
+  bucket, the bytes at bandwidth, the algorithm the bucket size picks), minus ``sync_overlap``
+  x its own backward time, never below 0. The credit stands for the backward compute that runs
+  while the layer's bucket is reduced (in a chain, that of the layer before it, which the
+  separable objective cannot see); it is never more than a perfectly pooled schedule hides
+  (``sum max(0, s - b) >= max(0, sum s - sum b)``), but it ignores the last bucket, which
+  nothing hides, and a model smaller than one bucket pays less than one bucket's latency.
+  :func:`milp_parallel.simulate.simulate` runs the real bucket schedule.
+  :meth:`CostModel.allreduce_seconds` is the layer's all-reduce on its own.
 - :meth:`CostModel.transfer_seconds` (``t_x``): redistribution of one edge's tensor. Forward:
   every consumer device receives the part of the input region its tile needs
   (``consumer.input_region``) that it does not hold under the producer's layout. A receiver's
   time is the sum over the levels the data crosses of ``alpha + bytes / bandwidth``
   (latency counted once per level that carries data: the messages over one level are issued
   together); devices receive in parallel, so the forward costs the **max over receivers**.
+  Over a level whose units share network cards (``Level.uplinks = U``), the ``n`` devices of
+  one node that receive over it at once share the node's ``U`` cards: their bytes move at
+  ``bandwidth x min(1, U / n)`` (the receiving side; the sending side is not modelled).
   The backward pass sends the gradient of every received region back over the same links
   (the same bytes per pair of devices, reversed); it is charged the forward time, so ``t_x =
   (1 + backward_transfer_factor) x forward`` with the factor 1 by default. That is exact for
@@ -57,9 +77,17 @@ import numpy as np
 
 from .configs import tile_boxes, tile_extent
 from .errors import InvalidTopologyError
-from .topology import Topology
+from .collectives import ALGORITHMS, cost_table
+from .roofline import RooflineParams, phase_seconds
+from .topology import DTYPE_BYTES, Topology
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "COMPUTE_MODELS", "DDP_BUCKET_BYTES", "replica_groups"]
+
+#: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``), bytes.
+DDP_BUCKET_BYTES = 25 * 2**20
+
+#: The compute models :class:`CostModel` knows.
+COMPUTE_MODELS = ("roofline", "flops")
 
 logger = logging.getLogger(__name__)
 
@@ -86,29 +114,78 @@ def _narrow(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
+def replica_groups(degrees, split) -> np.ndarray:
+    """The groups of devices that hold the same weight shard under a configuration.
+
+    Parameters
+    ----------
+    degrees : sequence of int
+        One configuration (aligned with the layer's dims); tile ``t`` is on device ``t``.
+    split : sequence of bool
+        Per dim, whether splitting it splits the weights (``layer.weight_split_dims``).
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (shards, replicas)
+        Row ``j``: the devices holding shard ``j``, increasing.
+
+    Examples
+    --------
+    >>> replica_groups([2, 2], [False, True]).tolist()     # n=2 c=2: shards c=0 and c=1
+    [[0, 2], [1, 3]]
+    """
+    d = np.asarray(degrees, dtype=np.int64)
+    t = np.arange(int(d.prod()))
+    coord = np.stack(np.unravel_index(t, d), axis=1)
+    mask = np.asarray(split, bool)
+    if mask.any():
+        shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask]))
+        n_shards = int(d[mask].prod())
+    else:
+        shard, n_shards = np.zeros(len(t), np.int64), 1
+    return t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
+
+
 class CostModel:
     """Vectorized costs of layer configurations on a topology.
 
     Parameters
     ----------
     topology : Topology
-    bytes_per_element : int, default 4
-        4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike).
+    bytes_per_element : int, optional
+        4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike). Default:
+        that of ``dtype``, or 4.
     optimizer_state_factor : float, default 2.0
         Optimizer state per weight, in weights (Adam: 2, SGD with momentum: 1, plain SGD: 0).
     backward_factor : float, default 2.0
-        Backward FLOPs / forward FLOPs for layers with parameters.
+        Backward FLOPs / forward FLOPs for layers with parameters (``compute_model="flops"``
+        only; the roofline counts each op's backward itself).
     backward_factor_no_params : float, default 1.0
         The same for layers without parameters.
     backward_transfer_factor : float, default 1.0
         Backward redistribution time / forward redistribution time (see the module docstring).
     profile : object, optional
         Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time).
+    compute_model : {"roofline", "flops"}, default "roofline"
+        See the module docstring.
+    roofline : RooflineParams, optional
+        The roofline's efficiencies (default :class:`~milp_parallel.roofline.RooflineParams`).
+    dtype : str, optional
+        ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ...: the compute peak is the device's
+        data-sheet peak for it (``Device.peak_flops_for``) instead of ``peak_flops``, and
+        ``bytes_per_element`` defaults to its size.
+    collective : {"auto", "ring", "tree", "hierarchical"}, default "auto"
+        The all-reduce algorithm of the gradient sync (``auto``: the cheapest per group).
+    gradient_bucket_bytes : float or None, default :data:`DDP_BUCKET_BYTES` (25 MiB)
+        Gradient bucket size; ``None``: every layer's gradient is all-reduced on its own.
+    sync_overlap : float, default 1.0
+        Fraction of a layer's backward time its sync may hide behind (0: no overlap).
 
     Raises
     ------
     InvalidTopologyError
-        When ``topology`` is not a Topology, or a factor is negative.
+        When ``topology`` is not a Topology, a factor is negative, the compute model is
+        unknown, or the device states no peak for ``dtype``.
 
     Examples
     --------
@@ -117,18 +194,55 @@ class CostModel:
     >>> g = LayerGraph()
     >>> _ = g.input("x", (8, 16))
     >>> _ = g.linear("fc", "x", 16)
-    >>> cm = CostModel(clusters.get("abci", nodes=1))
-    >>> # 2 (r - 1) (alpha + shard / r / bw), shard = 272 params x 4 B, r = 4 replicas
+    >>> cm = CostModel(clusters.get("abci", nodes=1), gradient_bucket_bytes=None,
+    ...                sync_overlap=0.0)
+    >>> # ring: 2 (r - 1) (alpha + shard / r / bw), shard = 272 params x 4 B, r = 4 replicas
     >>> cm.sync_seconds(g.layer("fc"), np.array([[1, 1], [4, 1], [1, 4]])).tolist()
     [0.0, 5.403264e-05, 0.0]
+    >>> # bucketed (25 MiB) and hidden behind the layer's backward: nothing left exposed
+    >>> CostModel(clusters.get("abci", nodes=1)).sync_seconds(g.layer("fc"), [[4, 1]]).tolist()
+    [0.0]
     """
 
-    def __init__(self, topology: Topology, *, bytes_per_element: int = 4,
+    def __init__(self, topology: Topology, *, bytes_per_element: int | None = None,
                  optimizer_state_factor: float = 2.0, backward_factor: float = 2.0,
                  backward_factor_no_params: float = 1.0, backward_transfer_factor: float = 1.0,
-                 profile: Any = None) -> None:
+                 profile: Any = None, compute_model: str = "roofline",
+                 roofline: RooflineParams | None = None, dtype: str | None = None,
+                 collective: str = "auto",
+                 gradient_bucket_bytes: float | None = DDP_BUCKET_BYTES,
+                 sync_overlap: float = 1.0) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
+        if compute_model not in COMPUTE_MODELS:
+            raise InvalidTopologyError(f"CostModel: unknown compute_model {compute_model!r}; "
+                                       f"known: {', '.join(COMPUTE_MODELS)}")
+        if collective != "auto" and collective not in ALGORITHMS:
+            raise InvalidTopologyError(f"CostModel: unknown collective {collective!r}; known: "
+                                       f"auto, {', '.join(ALGORITHMS)}")
+        if gradient_bucket_bytes is not None and not (
+                isinstance(gradient_bucket_bytes, (int, float, np.number))
+                and np.isfinite(gradient_bucket_bytes) and gradient_bucket_bytes > 0):
+            raise InvalidTopologyError("CostModel: gradient_bucket_bytes must be a positive "
+                                       f"number of bytes or None, got {gradient_bucket_bytes!r}")
+        if not (isinstance(sync_overlap, (int, float, np.number))
+                and 0 <= sync_overlap <= 1):
+            raise InvalidTopologyError(f"CostModel: sync_overlap must be in [0, 1], got "
+                                       f"{sync_overlap!r}")
+        if roofline is not None and not isinstance(roofline, RooflineParams):
+            raise InvalidTopologyError(f"CostModel: roofline must be a RooflineParams, got "
+                                       f"{roofline!r}")
+        if dtype is not None:
+            if dtype not in DTYPE_BYTES:
+                raise InvalidTopologyError(f"CostModel: unknown dtype {dtype!r}; known: "
+                                           f"{', '.join(DTYPE_BYTES)}")
+            self.peak_flops = topology.device.peak_flops_for(dtype)
+            if bytes_per_element is None:
+                bytes_per_element = DTYPE_BYTES[dtype]
+        else:
+            self.peak_flops = float(topology.device.peak_flops)
+        if bytes_per_element is None:
+            bytes_per_element = 4
         for what, v in (("bytes_per_element", bytes_per_element),
                         ("optimizer_state_factor", optimizer_state_factor),
                         ("backward_factor", backward_factor),
@@ -147,6 +261,14 @@ class CostModel:
         self.backward_factor_no_params = float(backward_factor_no_params)
         self.backward_transfer_factor = float(backward_transfer_factor)
         self.profile = profile
+        self.compute_model = compute_model
+        self.roofline = roofline or RooflineParams()
+        self.dtype = dtype
+        self.collective = collective
+        self._algorithms = ALGORITHMS if collective == "auto" else (collective,)
+        self.gradient_bucket_bytes = (None if gradient_bucket_bytes is None
+                                      else float(gradient_bucket_bytes))
+        self.sync_overlap = float(sync_overlap)
         #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
         self.profile_stats = {"hits": 0, "fallbacks": 0}
         self._sync_cache: dict = {}
@@ -161,7 +283,7 @@ class CostModel:
     def __repr__(self) -> str:
         return (f"CostModel({self.topology.name!r}, {self.topology.n_devices} devices, "
                 f"{self.bytes_per_element} B/element, optimizer x{self.optimizer_state_factor:g}"
-                f"{', profiled' if self.profile is not None else ''})")
+                f", {self.compute_model}{', profiled' if self.profile is not None else ''})")
 
     def _configs(self, layer, configs) -> np.ndarray:
         c = np.atleast_2d(np.asarray(configs, dtype=np.int64))
@@ -176,82 +298,170 @@ class CostModel:
         return c
 
     # ------------------------------------------------------------------ t_c
-    def compute_seconds(self, layer, configs) -> np.ndarray:
-        """Forward+backward time of the largest tile, shape (K,)."""
-        c = self._configs(layer, configs)
-        shape = np.asarray(layer.output_shape, dtype=np.int64)
-        ext = tile_extent(shape, c)
-        frac = ext.prod(axis=1).astype(float) / float(np.prod(shape, dtype=float))
-        factor = 1.0 + (self.backward_factor if layer.params > 0
-                        else self.backward_factor_no_params)
-        total = float(layer.flops) * float(layer.output_shape[0]) * factor
-        out = total * frac / self.topology.device.effective_flops
-        if self.profile is not None and layer.op != "input":
-            for k in range(len(c)):
-                t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
-                if t is None:
-                    self.profile_stats["fallbacks"] += 1
-                else:
-                    self.profile_stats["hits"] += 1
-                    out[k] = float(t)
+    def _weight_shards(self, layer, c: np.ndarray) -> np.ndarray:
+        mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
+        return c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
+
+    def compute_phases(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None,
+                       count_profile: bool = True
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Forward, backward and update time of the largest tile, each of shape (K,).
+
+        Parameters
+        ----------
+        layer : Layer
+        configs : array_like of int, shape (K, ndim)
+        graph_inputs : tuple of bool, optional
+            Per input of the layer, whether it is a graph input (no input gradient is
+            computed for it; default: none is).
+        count_profile : bool, default True
+            Count the profile's hits and misses in :attr:`profile_stats` (the simulator and
+            the overlap credit look the same tiles up again without counting).
+
+        Returns
+        -------
+        fwd, bwd, update : numpy.ndarray
+            With a profile hit, the measured forward+backward time split in the estimate's
+            proportion (half and half when the estimate is 0).
+        """
+        return self._phases(layer, self._configs(layer, configs), graph_inputs,
+                            count=count_profile)
+
+    def _phases(self, layer, c: np.ndarray, graph_inputs, *, count: bool):
+        key = ("phases", layer.op, layer.attrs, tuple(layer.input_shapes),
+               tuple(layer.output_shape), tuple(layer.dims), tuple(layer.weight_split_dims),
+               int(layer.params), float(layer.flops), c.tobytes(), c.shape,
+               None if graph_inputs is None else tuple(graph_inputs))
+        try:
+            hit = self._tile_cache.get(key)
+        except TypeError:       # unhashable attrs
+            key, hit = None, None
+        if hit is not None and self.profile is None:
+            return hit
+        out = self._phases_uncached(layer, c, graph_inputs, count=count)
+        if key is not None and self.profile is None:
+            for a in out:
+                a.setflags(write=False)
+            self._tile_cache[key] = out
         return out
 
+    def _phases_uncached(self, layer, c: np.ndarray, graph_inputs, *, count: bool):
+        shape = np.asarray(layer.output_shape, dtype=np.int64)
+        ext = tile_extent(shape, c)
+        if self.compute_model == "flops":
+            frac = ext.prod(axis=1).astype(float) / float(np.prod(shape, dtype=float))
+            factor = (self.backward_factor if layer.params > 0
+                      else self.backward_factor_no_params)
+            fwd = (float(layer.flops) * float(layer.output_shape[0]) * frac
+                   / (self.peak_flops * float(self.topology.device.efficiency)))
+            bwd, upd = factor * fwd, np.zeros(len(c))
+        else:
+            fwd, bwd, upd = phase_seconds(
+                layer, ext, self.topology.device, bytes_per_element=self.bytes_per_element,
+                weight_shards=self._weight_shards(layer, c),
+                optimizer_state_factor=self.optimizer_state_factor, params=self.roofline,
+                peak_flops=self.peak_flops, graph_inputs=graph_inputs)
+        if self.profile is not None and layer.op != "input":
+            fwd, bwd = fwd.copy(), bwd.copy()
+            for k in range(len(c)):
+                t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
+                if count:
+                    self.profile_stats["fallbacks" if t is None else "hits"] += 1
+                if t is None:
+                    continue
+                est = fwd[k] + bwd[k]
+                share = fwd[k] / est if est > 0 else 0.5
+                fwd[k], bwd[k] = float(t) * share, float(t) * (1.0 - share)
+        return fwd, bwd, upd
+
+    def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+                        ) -> np.ndarray:
+        """Forward + backward + update time of the largest tile, shape (K,)
+        (:meth:`compute_phases` summed; a new array)."""
+        fwd, bwd, upd = self.compute_phases(layer, configs, graph_inputs=graph_inputs)
+        return fwd + bwd + upd
+
     # ------------------------------------------------------------------ t_s
-    def _sync_rings(self, configs: np.ndarray, split: tuple[bool, ...]
+    def _sync_table(self, configs: np.ndarray, split: tuple[bool, ...]
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per configuration, the rings of replicas: ``(alpha (K, G), bandwidth (K, G), r (K,))``
-        padded with ``alpha = -inf`` (so a padding ring never is the slowest)."""
+        """Per configuration, algorithm and replica group, the all-reduce's ``time(m) = A +
+        m B``: ``(A (K, n_alg, G), B (K, n_alg, G), r (K,))``, padding groups 0 (so they are
+        never the slowest). Algorithms in the order of :attr:`_algorithms`."""
         key = (configs.tobytes(), configs.shape, split)
         hit = self._sync_cache.get(key)
         if hit is None:
-            per_cfg = [self._row_rings(row, split) for row in configs.tolist()]
-            g = max(len(p) for p, _ in per_cfg)
-            a = np.full((len(configs), g), -np.inf)
-            b = np.full((len(configs), g), np.inf)
-            for k, (pairs, _) in enumerate(per_cfg):
-                a[k, :len(pairs)], b[k, :len(pairs)] = pairs[:, 0], pairs[:, 1]
-            r = np.array([r for _, r in per_cfg], dtype=np.int64)
+            per_cfg = [self._row_sync(row, split) for row in configs.tolist()]
+            g = max(a.shape[1] for a, _, _ in per_cfg)
+            n_alg = len(self._algorithms)
+            a = np.zeros((len(configs), n_alg, g))
+            b = np.zeros((len(configs), n_alg, g))
+            for k, (ak, bk, _) in enumerate(per_cfg):
+                a[k, :, :ak.shape[1]], b[k, :, :bk.shape[1]] = ak, bk
+            r = np.array([r for _, _, r in per_cfg], dtype=np.int64)
             hit = (a, b, r)
             self._sync_cache[key] = hit
         return hit
 
-    def _row_rings(self, row: list, split: tuple[bool, ...]) -> tuple[np.ndarray, int]:
-        """The distinct ``(alpha, bandwidth)`` of one configuration's replica rings, and the
-        ring size (cached by degrees: layers of every shape share them)."""
+    def _row_sync(self, row: list, split: tuple[bool, ...]
+                  ) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(A (n_alg, G'), B (n_alg, G'), r)`` of one configuration's replica groups (the
+        distinct ones), cached by degrees: layers of every shape share them."""
         key = (tuple(row), split)
         hit = self._sync_cache.get(key)
         if hit is None:
-            d = np.asarray(row, dtype=np.int64)
-            t = np.arange(int(d.prod()))
-            coord = np.stack(np.unravel_index(t, d), axis=1)
-            mask = np.array(split, bool)
-            if mask.any():
-                shard = np.ravel_multi_index(tuple(coord[:, mask].T), tuple(d[mask]))
-                n_shards = int(d[mask].prod())
-            else:
-                shard, n_shards = np.zeros(len(t), np.int64), 1
-            rings = t[np.argsort(shard, kind="stable")].reshape(n_shards, -1)
-            alpha, bw, r = self.topology.ring_parameters(rings)
-            # the rings of one configuration differ only by their links: keep the distinct
-            pairs = np.unique(np.stack([np.atleast_1d(alpha), np.atleast_1d(bw)], 1), axis=0)
-            hit = (pairs, r)
+            groups = replica_groups(row, split)
+            r = groups.shape[1]
+            a = np.zeros((len(self._algorithms), len(groups)))
+            b = np.zeros_like(a)
+            if r > 1:
+                a, b = cost_table(self.topology, groups, "allreduce", self._algorithms)
+                # the groups of one configuration often cost the same: keep the distinct
+                ab = np.unique(np.concatenate([a, b], axis=0).T, axis=0).T
+                a, b = ab[:len(self._algorithms)], ab[len(self._algorithms):]
+            hit = (a, b, r)
             self._sync_cache[key] = hit
         return hit
 
-    def sync_seconds(self, layer, configs) -> np.ndarray:
-        """Gradient all-reduce time of the weight shard among its replicas, shape (K,)."""
-        c = self._configs(layer, configs)
+    def allreduce_seconds(self, layer, configs) -> np.ndarray:
+        """The layer's gradient all-reduce on its own (no bucketing, no overlap), shape (K,):
+        the shard's bytes among the replicas holding it, by the cheapest algorithm allowed
+        (``collective``), the slowest of the concurrent replica groups."""
+        return self._sync(layer, self._configs(layer, configs), bucket=None)
+
+    def _shard_bytes(self, layer, c: np.ndarray) -> np.ndarray:
+        return float(layer.params) * self.bytes_per_element / self._weight_shards(layer, c)
+
+    def _sync(self, layer, c: np.ndarray, bucket: float | None) -> np.ndarray:
         if layer.params <= 0:
             return np.zeros(len(c))
         split = tuple(d in layer.weight_split_dims for d in layer.dims)
-        mask = np.array(split, bool)
-        shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
-        shard_bytes = float(layer.params) * self.bytes_per_element / shards
-        alpha, bw, r = self._sync_rings(c, split)
-        with np.errstate(invalid="ignore"):
-            t = 2.0 * (r - 1)[:, None] * (alpha + (shard_bytes / r)[:, None] / bw)
-        t = np.where(np.isfinite(t), t, 0.0).max(axis=1)
-        return np.where(r > 1, t, 0.0)
+        m = self._shard_bytes(layer, c)
+        a, b, r = self._sync_table(c, split)
+        if bucket is None:
+            t = (a + m[:, None, None] * b).min(axis=1)               # (K, G)
+        else:
+            # the algorithm a full bucket uses; the layer pays its share of the bucket
+            size = float(bucket)
+            pick = (a + size * b).argmin(axis=1)[:, None, :]          # (K, 1, G)
+            a_sel = np.take_along_axis(a, pick, axis=1)[:, 0]
+            b_sel = np.take_along_axis(b, pick, axis=1)[:, 0]
+            t = m[:, None] * (a_sel / size + b_sel)
+        return np.where(r > 1, t.max(axis=1), 0.0)
+
+    def sync_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
+                     ) -> np.ndarray:
+        """Exposed gradient synchronization of the layer, shape (K,).
+
+        The weight shard's all-reduce among its replicas (see the module docstring): with
+        ``gradient_bucket_bytes``, the layer's share of a bucketed all-reduce; minus the
+        overlap credit ``sync_overlap x`` the layer's backward time, never below 0.
+        """
+        c = self._configs(layer, configs)
+        t = self._sync(layer, c, self.gradient_bucket_bytes)
+        if self.sync_overlap > 0 and layer.params > 0:
+            bwd = self._phases(layer, c, graph_inputs, count=False)[1]
+            t = np.maximum(t - self.sync_overlap * bwd, 0.0)
+        return t
 
     def _tiles(self, shape, configs: np.ndarray, n_tiles: int | None = None):
         key = (tuple(shape), configs.tobytes(), configs.shape, n_tiles)
@@ -340,6 +550,22 @@ class CostModel:
                 self._tx_cache[key] = hit
         return hit
 
+    def _nic_slowdown(self, level: int, hit: np.ndarray) -> np.ndarray | None:
+        """``max(1, receivers / uplinks)`` per receiver over a level whose units share
+        network cards (``hit``: (J, T, K) receivers that get data over it); None when the
+        level shares nothing."""
+        up = self.topology.levels[level].uplinks
+        unit = self._blocks[level]          # devices per unit of the level below
+        if level == 0 or up <= 0 or unit <= up:
+            return None
+        j, t, k = hit.shape
+        n_units = -(-t // unit)
+        padded = np.zeros((j, n_units * unit, k), dtype=np.int32)
+        padded[:, :t] = hit
+        count = padded.reshape(j, n_units, unit, k).sum(axis=2)
+        slow = np.maximum(count / up, 1.0)
+        return np.repeat(slow, unit, axis=1)[:, :t]
+
     def _receive_seconds(self, h_lo, h_hi, t_h, n_lo, n_hi, t_r) -> np.ndarray:
         """Max over receiving devices of their receive time, shape (K_h, K_r).
 
@@ -396,6 +622,9 @@ class CostModel:
                         moved = vol - prev
                         hit = moved > 0
                         moved *= cost[lvl - 1]
+                        slow = self._nic_slowdown(lvl - 1, hit)
+                        if slow is not None:
+                            moved *= slow
                         moved += self._lat[lvl - 1]
                         moved *= hit
                         if total is None:

@@ -28,6 +28,7 @@ pool
 linear     last dim -> out_features     in*out(+out)     2*in*out per row            all dims
 batchnorm  same (channel axis 1)        2*C              2*|y|                       all dims
 layernorm  same (normalizes last dim)   2*C              5*|y|                       all but last
+rmsnorm    same (normalizes last dim)   C                4*|y|                       all but last
 elementwi  same                         0                |y|                         all dims
 add, mul   same (mul: size-1 broadcast) 0                (k-1)*|y| for k inputs      all dims
 concat     sum along ``dim``            0                0                           all dims
@@ -39,15 +40,29 @@ softmax    same (over the last dim)     0                3*|y|                  
 loss       (N,) cross-entropy           0                3*|x|                       n
 embedding  (N, S, dim) from ids (N, S)  vocab*dim        0                           all dims
 matmul     (N, *B, M, P)                0                2*prod(B)*M*K*P             all dims
+attention  (N, S, A*D) from packed qkv  0                4*S*S*A*D                   n, c
+slice      ``dim`` cut to stop - start  0                0                           all dims
 ========== ============================ ================ =========================== =========
 
 ``|y|`` is the number of output elements of one sample, ``|x|`` of the input. Convolution,
-linear and matmul FLOPs are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts
+linear, matmul and attention FLOPs are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts
 (2 per multiply-add, bias not counted); :meth:`LayerGraph.matmul_flops` sums them.
 
 ``matmul(a, b)`` is a batched matrix product without broadcasting: ``a`` is ``(N, *B, M, K)``
 and ``b`` is ``(N, *B, K, P)``; the result is ``(N, *B, M, P)``. Attention is written with
 ``reshape``/``transpose``: ``Q (N, A, S, Dh) @ K^T (N, A, Dh, S) -> (N, A, S, S)``.
+
+``attention(qkv, heads, kv_heads=, head_dim=)`` is the attention core of a transformer layer
+(scores, scale, mask, softmax, dropout, the product with the values) on a packed projection
+``qkv`` of shape ``(N, S, (A + 2G) D)`` (``A`` query heads, ``G`` key/value groups, ``D`` the
+head size): its columns are grouped per key/value group, ``[A/G query heads | key | value]``
+(Megatron-LM's layout; torch's ``[Q | K | V]`` is a permutation of the weight's rows), so a split
+of the output features into whole groups needs only its own groups' columns. Its FLOPs are
+the two batched products over the full ``S x S`` square (what FlopCounterMode counts for
+``scaled_dot_product_attention`` and what Megatron-LM's formula counts, causal or not).
+A ``linear`` with ``tied_to=`` (the name of an embedding of shape ``out x in``) shares that
+embedding's weight matrix: its ``params`` are its bias only (GPT's logits).
+``slice(x, dim, start, stop)`` keeps ``[start, stop)`` of one non-batch dim (ViT's class token).
 
 ``weight_split_dims`` is ``("c",)`` for conv, linear, embedding and batch-norm (splitting the
 output channels / features splits their parameters), ``()`` otherwise (layer-norm's weights are
@@ -418,6 +433,32 @@ def _region_matmul(layer, i, lo, hi):
     return in_lo, in_hi
 
 
+def _region_attention(layer, i, lo, hi):
+    """All key positions; the packed columns of the key/value groups the output heads use."""
+    a = layer.attrs
+    per = a["heads"] // a["kv_heads"]                   # query heads per group
+    width = (per + 2) * a["head_dim"]                   # packed columns per group
+    in_lo = lo.copy()
+    in_hi = hi.copy()
+    in_lo[..., 1] = 0
+    in_hi[..., 1] = layer.input_shapes[0][1]
+    heads_hi = -((-hi[..., -1]) // a["head_dim"])      # ceil
+    g_lo = (lo[..., -1] // a["head_dim"]) // per
+    g_hi = -((-heads_hi) // per)
+    in_lo[..., -1] = g_lo * width
+    in_hi[..., -1] = g_hi * width
+    return in_lo, in_hi
+
+
+def _region_slice(layer, i, lo, hi):
+    axis = layer.dims.index(layer.attrs["dim"])
+    in_lo = lo.copy()
+    in_hi = hi.copy()
+    in_lo[..., axis] = lo[..., axis] + layer.attrs["start"]
+    in_hi[..., axis] = hi[..., axis] + layer.attrs["start"]
+    return in_lo, in_hi
+
+
 def _region_none(layer, i, lo, hi):  # pragma: no cover - input has no inputs
     raise InvalidGraphError(f"layer {layer.name!r} is an input and has no input region")
 
@@ -593,7 +634,12 @@ def _infer_linear(c: _Inference) -> _Inferred:
         raise c.error(f"input 0 has {fin} features (shape {x}) but "
                       f"in_features={c.a['in_features']}; add a flatten or fix in_features")
     c.a.update(out_features=fout, in_features=fin, bias=c.flag("bias", True))
-    params = fin * fout + (fout if c.a["bias"] else 0)
+    tied = c.a.pop("tied_to", None)
+    if tied is not None:
+        if not isinstance(tied, str) or not tied:
+            raise c.error(f"tied_to must be the name of an embedding layer, got {tied!r:.40}")
+        c.a["tied_to"] = tied
+    params = (0 if tied else fin * fout) + (fout if c.a["bias"] else 0)
     return c.a, x[:-1] + (fout,), c.dims_in[0], params, 2.0 * _prod(x[1:-1]) * fin * fout
 
 
@@ -737,6 +783,47 @@ def _infer_matmul(c: _Inference) -> _Inferred:
     return c.a, out, dims, 0, 2.0 * _prod(A[1:-1]) * A[-1] * B[-1]
 
 
+def _infer_attention(c: _Inference) -> _Inferred:
+    c.need_rank(3, 3)
+    x = c.x
+    heads = c.integer("heads", 0)
+    groups = c.integer("kv_heads", heads) if c.a.get("kv_heads") is not None else heads
+    if heads % groups:
+        raise c.error(f"heads={heads} must be a multiple of kv_heads={groups}")
+    width = x[-1]
+    d = width // (heads + 2 * groups) if c.a.get("head_dim") is None else c.integer("head_dim")
+    if d <= 0 or (heads + 2 * groups) * d != width:
+        raise c.error(f"the packed input has {width} features but (heads + 2 kv_heads) x "
+                      f"head_dim = ({heads} + 2 x {groups}) x {d}; give the projection "
+                      "(heads + 2 kv_heads) x head_dim outputs")
+    p_drop = c.a.get("dropout", 0.0)
+    if isinstance(p_drop, (bool, np.bool_)) or not isinstance(p_drop, (int, float, np.number)) \
+            or not 0.0 <= float(p_drop) < 1.0:
+        raise c.error(f"dropout={p_drop!r:.40} must be a number in [0, 1)")
+    c.a.update(heads=heads, kv_heads=groups, head_dim=d, causal=c.flag("causal", True),
+               dropout=float(p_drop))
+    seq = x[1]
+    return c.a, (c.n, seq, heads * d), c.dims_in[0], 0, 4.0 * seq * seq * heads * d
+
+
+def _infer_slice(c: _Inference) -> _Inferred:
+    x, d0 = c.x, c.dims_in[0]
+    dim = c.a.get("dim")
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
+        dim = d0[int(dim)] if 1 <= int(dim) < len(x) else None
+    if not isinstance(dim, str) or dim not in d0[1:]:
+        raise c.error(f"dim {c.a.get('dim')!r:.40} is not a non-batch dim of the input (dims "
+                      f"{''.join(d0)})")
+    axis = d0.index(dim)
+    start = c.integer("start", 0, minimum=0)
+    stop = c.integer("stop", x[axis], minimum=0)
+    if not 0 <= start < stop <= x[axis]:
+        raise c.error(f"[{start}, {stop}) is not a non-empty range inside dim {dim!r} of size "
+                      f"{x[axis]}")
+    c.a.update(dim=dim, start=start, stop=stop)
+    return c.a, x[:axis] + (stop - start,) + x[axis + 1:], d0, 0, 0.0
+
+
 def _all_dims(layer: "Layer") -> tuple[str, ...]:
     return layer.dims
 
@@ -798,6 +885,11 @@ _RULES: dict[str, _OpRule] = {
     "embedding": _OpRule(_infer_embedding, _region_embedding,
                          weight_split=lambda layer: (layer.dims[-1],)),
     "matmul": _OpRule(_infer_matmul, _region_matmul, arity=(2, 2)),
+    "rmsnorm": _OpRule(_elementwise_rule(4, params=lambda c: c.x[-1]), _region_lastdim_all,
+                       parallel=lambda layer: layer.dims[:-1]),
+    "attention": _OpRule(_infer_attention, _region_attention,
+                         parallel=lambda layer: (layer.dims[0], layer.dims[-1])),
+    "slice": _OpRule(_infer_slice, _region_slice),
 }
 
 #: Every op a layer may have.
@@ -931,6 +1023,13 @@ class LayerGraph:
             # a rule met an attribute of a type it does not check for: name the layer
             raise InvalidGraphError(f"layer {name!r} ({op}): invalid attributes "
                                     f"{dict(attrs)!r:.120} ({exc})") from None
+        if op == "linear" and a.get("tied_to") is not None:
+            t = self._layers.get(a["tied_to"])
+            if t is None or t.op != "embedding" or (t.attrs["vocab"], t.attrs["dim"]) != (
+                    a["out_features"], a["in_features"]):
+                raise InvalidGraphError(
+                    f"layer {name!r} (linear): tied_to={a['tied_to']!r} must name an earlier "
+                    f"embedding with vocab={a['out_features']} and dim={a['in_features']}")
         if op == "input" and self._layers:
             b = self.batch_size
             if b is not None and out[0] != b:
@@ -986,10 +1085,11 @@ class LayerGraph:
         return self.add_layer(name, "global_pool", (x,), kind=kind)
 
     def linear(self, name: str, x: str, out_features: int, *, bias: bool = True,
-               in_features: int | None = None) -> str:
-        """Fully connected layer on the last dim (``(N, C)`` or ``(N, S, C)`` inputs)."""
+               in_features: int | None = None, tied_to: str | None = None) -> str:
+        """Fully connected layer on the last dim (``(N, C)`` or ``(N, S, C)`` inputs);
+        ``tied_to`` names an embedding whose ``out x in`` table is this layer's weight."""
         return self.add_layer(name, "linear", (x,), out_features=out_features, bias=bias,
-                              in_features=in_features)
+                              in_features=in_features, tied_to=tied_to)
 
     def batchnorm(self, name: str, x: str) -> str:
         """Batch normalization over channel axis 1 (2*C affine parameters)."""
@@ -998,6 +1098,22 @@ class LayerGraph:
     def layernorm(self, name: str, x: str) -> str:
         """Layer normalization over the last dim (2*C affine parameters)."""
         return self.add_layer(name, "layernorm", (x,))
+
+    def rmsnorm(self, name: str, x: str) -> str:
+        """RMS normalization over the last dim (C scale parameters, no bias)."""
+        return self.add_layer(name, "rmsnorm", (x,))
+
+    def attention(self, name: str, qkv: str, heads: int, *, kv_heads: int | None = None,
+                  head_dim: int | None = None, causal: bool = True, dropout: float = 0.0
+                  ) -> str:
+        """The attention core on a packed ``(N, S, (heads + 2 kv_heads) head_dim)``
+        projection (columns grouped per key/value group): ``(N, S, heads x head_dim)``."""
+        return self.add_layer(name, "attention", (qkv,), heads=heads, kv_heads=kv_heads,
+                              head_dim=head_dim, causal=causal, dropout=dropout)
+
+    def slice(self, name: str, x: str, dim: str | int, start: int, stop: int) -> str:
+        """Keep ``[start, stop)`` of the non-batch dim ``dim`` (letter or axis)."""
+        return self.add_layer(name, "slice", (x,), dim=dim, start=start, stop=stop)
 
     def elementwise(self, name: str, x: str, fn: str = "relu") -> str:
         """An element-wise function (relu, relu6, gelu, sigmoid, tanh, silu, ...)."""
@@ -1123,10 +1239,10 @@ class LayerGraph:
         return sum(L.params for L in self._layers.values())
 
     def matmul_flops(self) -> float:
-        """Forward FLOPs per sample of conv, linear and matmul layers (FlopCounterMode's
-        count at batch 1)."""
+        """Forward FLOPs per sample of conv, linear, matmul and attention layers
+        (FlopCounterMode's count at batch 1)."""
         return float(sum(L.flops for L in self._layers.values()
-                         if L.op in ("conv", "linear", "matmul")))
+                         if L.op in ("conv", "linear", "matmul", "attention")))
 
     def flops(self) -> float:
         """Forward FLOPs per sample of all layers."""

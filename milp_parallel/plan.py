@@ -118,6 +118,9 @@ class Baseline:
         The strategy in a few words (e.g. ``"n=4"`` for a uniform one).
     assignment : tuple of int
         The configuration index of each problem node.
+    simulated_step_seconds : float or None
+        The step simulator's time of the same assignment (:func:`milp_parallel.simulate`;
+        ``None`` when not simulated).
     """
 
     name: str
@@ -130,6 +133,7 @@ class Baseline:
     speedup: float
     description: str = ""
     assignment: tuple[int, ...] = ()
+    simulated_step_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,14 @@ class Plan:
     constraints : dict
         The ``fixed`` (``{node: label}``) and ``forbid`` (``{node: [labels]}``) choices the
         plan was solved under (empty when none), by problem node.
+    simulated_step_seconds : float or None
+        The step simulator's time of the plan (:func:`milp_parallel.simulate`: transfers,
+        bucketed all-reduces overlapped with the backward pass, concurrent branches); ``None``
+        when not simulated. ``step_seconds`` is the solver's separable prediction.
+    rerank : tuple of dict
+        With ``solve(..., rerank=k)``: the ``k`` best assignments by predicted time, each
+        ``{"rank", "predicted_seconds", "simulated_seconds", "chosen"}`` (the plan is the
+        chosen one: the fastest simulated). Empty otherwise.
     """
 
     model: str
@@ -205,6 +217,8 @@ class Plan:
     solver_stats: Mapping[str, Any] = field(default_factory=dict)
     problem_size: Mapping[str, Any] = field(default_factory=dict)
     constraints: Mapping[str, Any] = field(default_factory=dict)
+    simulated_step_seconds: float | None = None
+    rerank: tuple[Mapping[str, Any], ...] = ()
 
     # -------------------------------------------------------------- queries
     @property
@@ -314,6 +328,7 @@ class Plan:
             kw["cross_check"] = CrossCheck.from_dict(kw["cross_check"])
             kw["memory_bytes"] = tuple(kw["memory_bytes"])
             kw["assignment"] = tuple(kw.get("assignment", ()))
+            kw["rerank"] = tuple(kw.get("rerank", ()))
             return cls(**kw)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise FormatError(f"{source}: malformed plan document ({type(exc).__name__}: "
@@ -385,6 +400,13 @@ def format_plan(plan: Plan) -> str:
     lines.append(f"step {_ms(plan.step_seconds)} ms = compute {_ms(plan.compute_seconds)} + "
                  f"sync {_ms(plan.sync_seconds)} + transfer {_ms(plan.transfer_seconds)} ms; "
                  f"throughput {plan.throughput:.1f} samples/s")
+    if plan.simulated_step_seconds is not None:
+        lines.append(f"simulated step {_ms(plan.simulated_step_seconds)} ms (overlap, buckets "
+                     "and concurrency; the line above is the solver's separable prediction)")
+    if plan.rerank:
+        chosen = next(c for c in plan.rerank if c["chosen"])
+        lines.append(f"re-ranked {len(plan.rerank)} best plans by simulated time: chose the "
+                     f"#{chosen['rank'] + 1} by prediction")
     budget = ("no budget" if plan.memory_limit_bytes is None
               else f"budget {_gib(plan.memory_limit_bytes)} GiB")
     lines.append(f"memory: peak {_gib(plan.peak_memory_bytes)} GiB per device "
@@ -403,10 +425,13 @@ def format_plan(plan: Plan) -> str:
                      f"{_ms(lc.compute_seconds):>10}  {_ms(lc.sync_seconds):>9}  "
                      f"{_ms(lc.transfer_seconds):>9}  {lc.memory_bytes / 2**20:>9.2f}{note}")
     if plan.baselines:
-        lines += ["", f"{'baseline':<12}  {'step ms':>10}  {'compute':>9}  {'sync':>9}  "
-                      f"{'xfer':>9}  {'peak GiB':>8}  {'fits':>4}  {'speedup':>7}  strategy"]
+        lines += ["", f"{'baseline':<12}  {'step ms':>10}  {'sim ms':>9}  {'compute':>9}  "
+                      f"{'sync':>9}  {'xfer':>9}  {'peak GiB':>8}  {'fits':>4}  {'speedup':>7}  "
+                      "strategy"]
         for b in plan.baselines.values():
-            lines.append(f"{b.name:<12}  {_ms(b.step_seconds):>10}  {_ms(b.compute_seconds):>9}"
+            sim = "-" if b.simulated_step_seconds is None else _ms(b.simulated_step_seconds)
+            lines.append(f"{b.name:<12}  {_ms(b.step_seconds):>10}  {sim:>9}  "
+                         f"{_ms(b.compute_seconds):>9}"
                          f"  {_ms(b.sync_seconds):>9}  {_ms(b.transfer_seconds):>9}  "
                          f"{_gib(b.peak_memory_bytes):>8}  {'yes' if b.feasible else 'NO':>4}  "
                          f"{b.speedup:>6.2f}x  {b.description}")
@@ -953,7 +978,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
           time_limit: float | None = None, cross_check: bool = True,
           config_options: Mapping[str, Any] | None = None, cost_model=None,
           profile=None, fixed: Mapping[str, Any] | None = None,
-          forbid: Mapping[str, Any] | None = None, **solver_options: Any) -> Plan:
+          forbid: Mapping[str, Any] | None = None, simulate: bool = True,
+          rerank: int | None = None, **solver_options: Any) -> Plan:
     """Find the fastest layer-wise parallelization of a model on a cluster.
 
     Parameters
@@ -1001,6 +1027,14 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         its producer pins the producer's node (they share the layout).
     forbid : mapping, optional
         Forbid configurations: ``{"conv1": "serial", "fc6": ["c=4", "n=2 c=2"]}``.
+    simulate : bool, default True
+        Also run the step simulator (:func:`milp_parallel.simulate`) on the plan and every
+        baseline (``simulated_step_seconds``).
+    rerank : int, optional
+        Re-rank the ``rerank`` best distinct assignments (by predicted time,
+        :func:`milp_parallel.kbest.k_best`) by simulated time and return the fastest
+        simulated one (``plan.rerank`` lists them). Costs about ``rerank`` x nodes exact
+        solves.
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
@@ -1082,6 +1116,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
 
     acc = _Accounting(b)
     a = np.asarray(result.assignment, dtype=np.int64)
+    sims, reranked = _simulations(b, target, a, simulate, rerank, time_limit)
+    if reranked:
+        a = np.asarray(next(c["assignment"] for c in reranked if c["chosen"]), dtype=np.int64)
+        reranked = tuple({k: v for k, v in c.items() if k != "assignment"} for c in reranked)
     ev = problem.evaluate(a)
     parts = acc.breakdown(a)
     layers = []
@@ -1112,7 +1150,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
             else 0.0,
             feasible=bool(bev.feasible),
             speedup=float(bev.cost) / step if step > 0 else math.inf,
-            description=_describe(labels), assignment=tuple(int(x) for x in ba))
+            description=_describe(labels), assignment=tuple(int(x) for x in ba),
+            simulated_step_seconds=sims(ba))
 
     plan = Plan(
         model=model_name, cluster=cluster_name, devices=int(topo.n_devices),
@@ -1132,8 +1171,36 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                       "max_configs": int(problem.n_configs.max()),
                       "edge_table_entries": int(sum(t.size for t in problem.edge_costs)),
                       "build_seconds": float(b.build_seconds)},
-        constraints=constraints)
+        constraints=constraints, simulated_step_seconds=sims(a), rerank=tuple(reranked))
     inputs = dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
                                  forbid=dict(constraints.get("forbid", {})))
     object.__setattr__(plan, "_solve_inputs", inputs)   # for plan.explain(); not saved
     return plan
+
+
+
+def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
+                 rerank: int | None, time_limit: float | None):
+    """``(simulated time of an assignment or None, re-ranked candidates)`` for solve()."""
+    from .simulate import simulate_assignment
+    cache: dict[tuple, float] = {}
+
+    def sim(assignment) -> float | None:
+        if not simulate and not rerank:
+            return None
+        key = tuple(int(x) for x in assignment)
+        if key not in cache:
+            cache[key] = float(simulate_assignment(built, key).step_seconds)
+        return cache[key]
+    if rerank is None:
+        return sim, ()
+    from .kbest import k_best
+    if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or rerank < 1:
+        raise InvalidOptionError(f"rerank must be a positive number of plans, got {rerank!r}")
+    opts = {"time_limit": time_limit} if time_limit is not None else {}
+    sols = k_best(problem, int(rerank), first=a, **opts)
+    cands = [{"rank": i, "predicted_seconds": s.objective,
+              "simulated_seconds": sim(s.assignment), "assignment": s.assignment}
+             for i, s in enumerate(sols)]
+    best = min(cands, key=lambda c: (c["simulated_seconds"], c["predicted_seconds"], c["rank"]))
+    return sim, [{**c, "chosen": c is best} for c in cands]

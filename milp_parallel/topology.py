@@ -10,7 +10,8 @@ NVLink, devices 3 and 4 over InfiniBand. Levels are expected to get slower outwa
 collective over a set of devices is charged on the slowest level its ring crosses.
 
 Collective conventions (``m`` = the **total** bytes, ``r`` devices, ``alpha`` the latency and
-``beta = 1 / bandwidth`` of the slowest link the ring crosses):
+``beta = 1 / bandwidth`` of the slowest link the ring crosses; tree and hierarchical
+algorithms, and network cards shared per node, are in :mod:`milp_parallel.collectives`):
 
 - ring all-reduce of an ``m``-byte buffer held by every device: ``2 (r - 1) (alpha + (m / r)
   beta)`` (reduce-scatter then all-gather, ``r - 1`` steps each);
@@ -27,13 +28,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from .errors import FormatError, InvalidTopologyError
+from .errors import InvalidTopologyError
 
-__all__ = ["Device", "Level", "Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_FORMAT_VERSION"]
+__all__ = ["Device", "Level", "Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_FORMAT_VERSION",
+           "DTYPE_BYTES"]
 
 TOPOLOGY_FORMAT = "milp_parallel.topology"
 TOPOLOGY_FORMAT_VERSION = 1
@@ -46,6 +48,17 @@ def _positive(value: Any, what: str, *, integer: bool = False) -> None:
     if not ok or not math.isfinite(float(value)) or value <= 0:
         kind = "a positive integer" if integer else "a positive finite number"
         raise InvalidTopologyError(f"{what} must be {kind}, got {value!r}")
+
+
+#: Bytes per element of the dtypes :meth:`Device.peak_flops_for` knows.
+DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+def _nonnegative(value: Any, what: str) -> float:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or value < 0:
+        raise InvalidTopologyError(f"{what} must be a non-negative finite number, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -61,23 +74,42 @@ class Device:
     peak_flops : float
         Peak FLOP/s for the precision the cost model assumes.
     efficiency : float, default 1.0
-        Fraction of the peak reached on real layers, in ``(0, 1]``.
+        Fraction of the peak that dense ops (convolutions, matrix products) reach, in
+        ``(0, 1]``; the roofline (:mod:`milp_parallel.roofline`) scales the other op classes
+        from it.
+    memory_bandwidth_bytes_per_s : float, default 0.0
+        Peak memory (HBM / DRAM) bandwidth, bytes/s; ``0`` = unknown (the roofline then has
+        no memory-bound term).
+    kernel_launch_s : float, default 0.0
+        Fixed time per kernel (launch and scheduling gap), seconds; the roofline adds it per
+        kernel of every op.
+    peak_flops_by_dtype : tuple of (str, float), optional
+        Spec-sheet peaks per dtype (``(("fp32", 15.7e12), ("bf16", 125e12))``), read by
+        :meth:`peak_flops_for` (a ``CostModel(dtype=...)`` uses it); keys from
+        :data:`DTYPE_BYTES`.
 
     Raises
     ------
     InvalidTopologyError
-        For a non-positive memory or speed, or an efficiency outside ``(0, 1]``.
+        For a non-positive memory or speed, an efficiency outside ``(0, 1]``, a negative
+        bandwidth or launch time, or an unknown dtype.
 
     Examples
     --------
     >>> Device("V100", 16e9, 15.7e12, 0.5).effective_flops
     7850000000000.0
+    >>> Device("V100", 16e9, 15.7e12, peak_flops_by_dtype=(("fp16", 125e12),)
+    ...        ).peak_flops_for("fp16")
+    125000000000000.0
     """
 
     name: str
     memory_bytes: float
     peak_flops: float
     efficiency: float = 1.0
+    memory_bandwidth_bytes_per_s: float = 0.0
+    kernel_launch_s: float = 0.0
+    peak_flops_by_dtype: tuple[tuple[str, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
         _positive(self.memory_bytes, f"device {self.name!r}: memory_bytes")
@@ -87,15 +119,60 @@ class Device:
                 or not (0 < e <= 1)):
             raise InvalidTopologyError(
                 f"device {self.name!r}: efficiency must be in (0, 1], got {e!r}")
+        object.__setattr__(self, "memory_bandwidth_bytes_per_s", _nonnegative(
+            self.memory_bandwidth_bytes_per_s,
+            f"device {self.name!r}: memory_bandwidth_bytes_per_s"))
+        object.__setattr__(self, "kernel_launch_s", _nonnegative(
+            self.kernel_launch_s, f"device {self.name!r}: kernel_launch_s"))
+        items = dict(self.peak_flops_by_dtype or ())
+        for dt, v in items.items():
+            if dt not in DTYPE_BYTES:
+                raise InvalidTopologyError(
+                    f"device {self.name!r}: unknown dtype {dt!r} in peak_flops_by_dtype; "
+                    f"known: {', '.join(DTYPE_BYTES)}")
+            _positive(v, f"device {self.name!r}: peak_flops_by_dtype[{dt!r}]")
+        object.__setattr__(self, "peak_flops_by_dtype",
+                           tuple((str(k), float(v)) for k, v in items.items()))
 
     @property
     def effective_flops(self) -> float:
-        """``peak_flops * efficiency``: the FLOP/s the compute model divides by."""
+        """``peak_flops * efficiency``: the FLOP/s of dense ops."""
         return float(self.peak_flops) * float(self.efficiency)
 
+    def peak_flops_for(self, dtype: str) -> float:
+        """The spec-sheet peak FLOP/s for ``dtype``.
+
+        Raises
+        ------
+        InvalidTopologyError
+            When the device does not state a peak for that dtype (the message lists those
+            it states).
+        """
+        table = dict(self.peak_flops_by_dtype)
+        if dtype not in table:
+            raise InvalidTopologyError(
+                f"device {self.name!r} states no peak for dtype {dtype!r}; it states: "
+                f"{', '.join(table) or 'none'} (use a preset, or give peak_flops_by_dtype)")
+        return table[dtype]
+
     def to_dict(self) -> dict:
-        return {"name": self.name, "memory_bytes": self.memory_bytes,
-                "peak_flops": self.peak_flops, "efficiency": self.efficiency}
+        d = {"name": self.name, "memory_bytes": self.memory_bytes,
+             "peak_flops": self.peak_flops, "efficiency": self.efficiency}
+        if self.memory_bandwidth_bytes_per_s:
+            d["memory_bandwidth_bytes_per_s"] = self.memory_bandwidth_bytes_per_s
+        if self.kernel_launch_s:
+            d["kernel_launch_s"] = self.kernel_launch_s
+        if self.peak_flops_by_dtype:
+            d["peak_flops_by_dtype"] = dict(self.peak_flops_by_dtype)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Device":
+        """Inverse of :meth:`to_dict` (raises ``KeyError`` / ``TypeError`` on a bad dict)."""
+        return cls(str(d["name"]), d["memory_bytes"], d["peak_flops"],
+                   d.get("efficiency", 1.0), d.get("memory_bandwidth_bytes_per_s", 0.0),
+                   d.get("kernel_launch_s", 0.0),
+                   tuple(dict(d.get("peak_flops_by_dtype") or {}).items()))
 
 
 @dataclass(frozen=True)
@@ -117,6 +194,11 @@ class Level:
     latency_steps : tuple of (int, float), optional
         ``((max_devices, latency_s), ...)`` by increasing ``max_devices``: a ring of ``r``
         devices uses the latency of the first step with ``r <= max_devices``.
+    uplinks : int, default 0
+        Links of ``bandwidth_bytes_per_s`` that each unit of the level below has into this
+        level (network cards per node for an inter-node level). The devices of a unit that
+        send or receive over this level at the same time share them. ``0``: one per device
+        (no sharing).
 
     Raises
     ------
@@ -135,10 +217,17 @@ class Level:
     bandwidth_bytes_per_s: float
     latency_s: float = 0.0
     latency_steps: tuple[tuple[int, float], ...] = field(default=())
+    uplinks: int = 0
 
     def __post_init__(self) -> None:
         _positive(self.fanout, f"level {self.name!r}: fanout", integer=True)
         object.__setattr__(self, "fanout", int(self.fanout))
+        u = self.uplinks
+        if (not isinstance(u, (int, np.integer)) or isinstance(u, bool) or u < 0):
+            raise InvalidTopologyError(
+                f"level {self.name!r}: uplinks must be a non-negative integer (0 = one per "
+                f"device), got {u!r}")
+        object.__setattr__(self, "uplinks", int(u))
         _positive(self.bandwidth_bytes_per_s, f"level {self.name!r}: bandwidth_bytes_per_s")
         lat = self.latency_s
         if (not isinstance(lat, (int, float, np.floating)) or isinstance(lat, bool)
@@ -169,7 +258,17 @@ class Level:
              "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "latency_s": self.latency_s}
         if self.latency_steps:
             d["latency_steps"] = [list(s) for s in self.latency_steps]
+        if self.uplinks:
+            d["uplinks"] = self.uplinks
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Level":
+        """Inverse of :meth:`to_dict` (raises ``KeyError`` / ``TypeError`` on a bad dict)."""
+        return cls(str(d["name"]), d["fanout"], d["bandwidth_bytes_per_s"],
+                   d.get("latency_s", 0.0),
+                   tuple((int(a), float(b)) for a, b in d.get("latency_steps", ())),
+                   d.get("uplinks", 0))
 
 
 @dataclass(frozen=True)
@@ -320,37 +419,53 @@ class Topology:
         lat_max = np.maximum.accumulate(lat)[lev]
         return (lat_max[0], bw_min[0], r) if one else (lat_max, bw_min, r)
 
-    def allreduce_seconds(self, devices, nbytes: float):
-        """Ring all-reduce time ``2 (r - 1) (alpha + (m / r) / bandwidth)``.
+    def _collective(self, kind: str, devices, nbytes: float, algorithm: str):
+        from . import collectives   # late: collectives reads Topology's levels
+        fn = {"allreduce": collectives.allreduce_cost, "allgather": collectives.allgather_cost,
+              "reducescatter": collectives.reducescatter_cost}[kind]
+        costs = fn(self, devices, algorithm=algorithm, nbytes=nbytes)
+        out = np.array([c.seconds(nbytes) for c in costs], float)
+        return float(out[0]) if np.ndim(devices) == 1 else out
+
+    def allreduce_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """All-reduce time of an ``m``-byte buffer held by every device of a group.
+
+        The ring (the default) is ``2 (r - 1) (alpha + (m / r) / bandwidth)`` on the slowest
+        link the ring crosses; ``"tree"``, ``"hierarchical"`` and ``"auto"`` are described in
+        :mod:`milp_parallel.collectives`, which also shares network cards (``Level.uplinks``)
+        between groups that run at the same time.
 
         Parameters
         ----------
         devices : array_like of int, shape (r,) or (G, r)
-            The ring's devices (or ``G`` rings at once).
+            The group's devices (or ``G`` groups at once, running concurrently).
         nbytes : float
             ``m``: the bytes of the buffer every device holds (the total, not a piece).
+        algorithm : {"ring", "tree", "hierarchical", "auto"}
 
         Returns
         -------
         float or numpy.ndarray of shape (G,)
             Seconds; 0 for a single device.
         """
-        alpha, bw, r = self.ring_parameters(devices)
-        if r <= 1:
-            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
-        out = 2.0 * (r - 1) * (alpha + (nbytes / r) / bw)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._collective("allreduce", devices, nbytes, algorithm)
 
-    def allgather_seconds(self, devices, nbytes: float):
-        """Ring all-gather time ``(r - 1) (alpha + (m / r) / bandwidth)``, ``m`` = total bytes.
+    def allgather_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """All-gather time, ring ``(r - 1) (alpha + (m / r) / bandwidth)``, ``m`` = total bytes.
 
-        Same conventions as :meth:`allreduce_seconds`.
+        Same conventions as :meth:`allreduce_seconds` (algorithms ``ring``,
+        ``hierarchical``, ``auto``).
         """
-        alpha, bw, r = self.ring_parameters(devices)
-        if r <= 1:
-            return 0.0 if np.ndim(alpha) == 0 else np.zeros_like(alpha)
-        out = (r - 1) * (alpha + (nbytes / r) / bw)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._collective("allgather", devices, nbytes, algorithm)
+
+    def reducescatter_seconds(self, devices, nbytes: float, *, algorithm: str = "ring"):
+        """Reduce-scatter time of an ``m``-byte buffer (the same formula as the all-gather)."""
+        return self._collective("reducescatter", devices, nbytes, algorithm)
+
+    def p2p_seconds(self, src: int, dst: int, nbytes: float) -> float:
+        """Point-to-point time ``alpha + m / bandwidth`` between two devices (0 to itself)."""
+        from .collectives import p2p_seconds
+        return p2p_seconds(self, src, dst, nbytes)
 
     # ------------------------------------------------------------------ derived
     def with_devices(self, n: int) -> "Topology":
@@ -380,7 +495,7 @@ class Topology:
                         f"{n} devices do not fill whole units of {below} devices (level "
                         f"{lv.name!r}); use a multiple of {below}")
                 levels.append(Level(lv.name, n // below, lv.bandwidth_bytes_per_s,
-                                    lv.latency_s, lv.latency_steps))
+                                    lv.latency_s, lv.latency_steps, lv.uplinks))
                 break
             levels.append(lv)
             below *= lv.fanout
@@ -415,11 +530,19 @@ class Topology:
                                     "\"nvlink\", \"fanout\": 4, \"bandwidth_bytes_per_s\": "
                                     "50e9, \"latency_s\": 9e-6}")
         try:
+            by_dtype = f.mapping(dev.get("peak_flops_by_dtype") or {},
+                                 "device.peak_flops_by_dtype")
             device = Device(f.string(f.get(dev, "name", "device"), "device.name"),
                             f.number(f.get(dev, "memory_bytes", "device"),
                                      "device.memory_bytes"),
                             f.number(f.get(dev, "peak_flops", "device"), "device.peak_flops"),
-                            f.number(dev.get("efficiency", 1.0), "device.efficiency"))
+                            f.number(dev.get("efficiency", 1.0), "device.efficiency"),
+                            f.number(dev.get("memory_bandwidth_bytes_per_s", 0.0),
+                                     "device.memory_bandwidth_bytes_per_s"),
+                            f.number(dev.get("kernel_launch_s", 0.0), "device.kernel_launch_s"),
+                            tuple((f.string(k, "device.peak_flops_by_dtype"),
+                                   f.number(v, f"device.peak_flops_by_dtype.{k}"))
+                                  for k, v in by_dtype.items()))
             levels = []
             for i, lv in enumerate(raw_levels):
                 w = f"levels[{i}]"
@@ -436,7 +559,8 @@ class Topology:
                     f.number(f.get(lv, "bandwidth_bytes_per_s", w),
                              f"{w}.bandwidth_bytes_per_s"),
                     f.number(lv.get("latency_s", 0.0), f"{w}.latency_s"),
-                    tuple(steps)))
+                    tuple(steps),
+                    f.integer(lv.get("uplinks", 0), f"{w}.uplinks")))
             name = doc.get("name", "custom")
             return cls(device, tuple(levels),
                        "custom" if name is None else f.string(name, "name"))

@@ -1,6 +1,7 @@
 """Test-only reference implementations the fast cost model paths are checked against.
 
-``receive_seconds`` is the straightforward t_x kernel the cost model used before the
+``receive_seconds`` is the straightforward t_x kernel (with the network-card sharing rule
+of ``Level.uplinks`` added independently) the cost model used before the
 table-gather one (one box intersection per level per (holder configuration, receiving
 device), with numpy broadcasting); tests compare the two to 1e-12 relative. (Not a test
 module: imported as ``from reference_costs import ...``, like ``strategies``.)
@@ -36,8 +37,19 @@ def receive_seconds(cm, h_lo, h_hi, t_h, n_lo, n_hi, t_r):
         vol = np.maximum(ov, 0).astype(np.float64).prod(axis=2)
         if prev is not None:
             moved = vol - prev
+            # receivers of one node (same configuration, same holder configuration) that
+            # get data over a level with U cards share them
+            up = cm.topology.levels[lvl - 1].uplinks
+            unit = blocks[lvl - 1]
+            slow = np.ones_like(moved)
+            if lvl - 1 > 0 and up and unit > up:
+                busy = moved > 0
+                key = rr * (d_max + 1) + dd // unit
+                for kk in np.unique(key):
+                    cols = key == kk
+                    slow[:, cols] = np.maximum(busy[:, cols].sum(axis=1) / up, 1.0)[:, None]
             total += np.where(moved > 0, lat[lvl - 1]
-                              + moved * (cm.bytes_per_element / bw[lvl - 1]), 0.0)
+                              + moved * (cm.bytes_per_element / bw[lvl - 1]) * slow, 0.0)
         prev = vol
     return np.maximum.reduceat(total, offsets, axis=1)
 

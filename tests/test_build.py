@@ -53,7 +53,10 @@ def test_node_costs_add_the_members():
     cm = CostModel(t)
     b = build(g, t, cost_model=cm)
     cfg = b.configs[1]
-    want = sum(cm.compute_seconds(g.layer(m), cfg) + cm.sync_seconds(g.layer(m), cfg)
+    # c1 reads the graph input x: the roofline skips its input gradient
+    gi = {"c1": (True,), "bn1": (False,), "r1": (False,)}
+    want = sum(cm.compute_seconds(g.layer(m), cfg, graph_inputs=gi[m])
+               + cm.sync_seconds(g.layer(m), cfg, graph_inputs=gi[m])
                for m in ("c1", "bn1", "r1"))
     assert b.problem.node_costs[1] == pytest.approx(want)
     mem = sum(cm.memory_bytes(g.layer(m), cfg) for m in ("c1", "bn1", "r1"))
@@ -108,7 +111,9 @@ def test_memory_limit_and_options():
 def test_evaluate_a_data_parallel_assignment():
     g = block()
     t = clusters.get("abci", nodes=1)
-    b = build(g, t)
+    # the FLOP model: compute splits perfectly; every layer's gradient all-reduced alone
+    b = build(g, t, cost_model=CostModel(t, compute_model="flops", gradient_bucket_bytes=None,
+                                         sync_overlap=0.0))
     p = b.problem
     data = [b.problem.config_labels[v].index("n=4") for v in range(p.n_nodes)]
     ev = p.evaluate(data)
@@ -116,15 +121,25 @@ def test_evaluate_a_data_parallel_assignment():
     serial = p.evaluate([0] * p.n_nodes)
     assert serial.edge_cost == 0.0
 
-    def compute(assignment):
+    def compute(built, assignment):
         return sum(m.compute_seconds[k] for v, k in enumerate(assignment)
-                   for m in b.member_costs[v])
+                   for m in built.member_costs[v])
     # n=4 divides every layer's batch of 8: exactly a quarter of the serial compute
-    assert compute(data) == pytest.approx(compute([0] * p.n_nodes) / 4)
+    assert compute(b, data) == pytest.approx(compute(b, [0] * p.n_nodes) / 4)
     # a tiny model: the gradient all-reduce makes data parallelism slower than serial
     assert ev.node_cost > serial.node_cost
+    # in 25 MiB buckets a layer pays a sliver of the latency: sync all but vanishes
+    bucketed = build(g, t, cost_model=CostModel(t, compute_model="flops", sync_overlap=0.0))
+    sync = sum(m.sync_seconds[k] for v, k in enumerate(data) for m in b.member_costs[v])
+    sync_b = sum(m.sync_seconds[k] for v, k in enumerate(data)
+                 for m in bucketed.member_costs[v])
+    assert 0 < sync_b < sync / 100
     assert "nodes" in b.summary() and b.edge_table_size() > 0
     assert b.config_counts()["c1"] == p.n_configs[1]
+    # the roofline: every kernel pays its launch time, which splitting does not divide,
+    # so a quarter of the tile is more than a quarter of the time
+    r = build(g, t)
+    assert compute(r, [0] * p.n_nodes) / 4 < compute(r, data) < compute(r, [0] * p.n_nodes)
 
 
 # ---------------------------------------------------------------------- the whole zoo

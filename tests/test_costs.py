@@ -33,12 +33,23 @@ def brute_transfer(cm, producer, consumer, i, cu, cv):
             lev = topo.level_index(np.arange(tv)[:, None], np.arange(tu)[None, :])
             per_level = np.stack([np.where(lev == k, ov, 0).sum(axis=1)
                                   for k in range(len(bw))], axis=1)       # (tv, levels)
-            t = np.where(per_level > 0, lat + per_level * cm.bytes_per_element / bw, 0)
+            # receivers of one node that get data over a level with U cards share them
+            slow = np.ones(per_level.shape)
+            for k, lv in enumerate(topo.levels):
+                unit = topo.group_sizes[k - 1] if k else 1
+                if k and lv.uplinks and unit > lv.uplinks:
+                    node = np.arange(tv) // unit
+                    busy = per_level[:, k] > 0
+                    count = np.array([busy[node == node[d]].sum() for d in range(tv)])
+                    slow[:, k] = np.maximum(count / lv.uplinks, 1.0)
+            t = np.where(per_level > 0,
+                         lat + per_level * cm.bytes_per_element / bw * slow, 0)
             out[a, b] = 2 * t.sum(axis=1).max()
     return out
 
 
 def test_conv_tile_flops():
+    # the FLOP model (compute_model="flops"): FLOPs / (peak x efficiency), backward 2x
     g = LayerGraph()
     g.input("x", (8, 16, 32, 32))
     g.conv("conv", "x", 32, 3, padding=1)
@@ -46,13 +57,80 @@ def test_conv_tile_flops():
     fwd_per_sample = 2 * 32 * 32 * 32 * 16 * 9
     assert conv.flops == fwd_per_sample
     t = clusters.get("abci", nodes=1)
-    cm = CostModel(t)
+    cm = CostModel(t, compute_model="flops")
     got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
     serial = 3 * 8 * fwd_per_sample / 7.8e12          # forward + 2x backward
     assert got == pytest.approx([serial, serial / 4, serial / 4])
-    relu_cm = CostModel(t, backward_factor=1.0)
+    relu_cm = CostModel(t, backward_factor=1.0, compute_model="flops")
     assert relu_cm.compute_seconds(conv, np.array([[1, 1, 1, 1]]))[0] == \
         pytest.approx(2 * 8 * fwd_per_sample / 7.8e12)
+
+
+def test_conv_roofline_by_hand():
+    # the default roofline: max(FLOPs / (7.8 TFLOP/s x tile quantization), bytes / (0.8 x 900
+    # GB/s)) + 4 us per kernel; forward 1 kernel, backward 2 (input and weight gradient),
+    # update 1. Tile quantization: the product's output columns (32 filters) fill a quarter
+    # of a 128-wide tile; its rows (samples x positions) fill whole tiles.
+    g = LayerGraph()
+    g.input("x", (8, 16, 32, 32))
+    g.conv("conv", "x", 32, 3, padding=1)
+    conv = g.layer("conv")
+    cm = CostModel(clusters.get("abci", nodes=1))
+    speed, bw, launch = 7.8e12, 0.8 * 900e9, 4e-6
+    w = 32 * 16 * 9 + 32                               # 4640 parameters
+
+    def expect(flops, x, y, w_shard, q):
+        fwd = max(flops / (speed * q), (x + y + w_shard) * 4 / bw) + launch
+        bwd = max(2 * flops / (speed * q), 2 * (x + y + w_shard) * 4 / bw) + 2 * launch
+        upd = (3 + 2 * 2) * w_shard * 4 / bw + launch     # Adam: read w, g, 2 moments
+        return fwd + bwd + upd
+    f = 8 * 2 * 32 * 32 * 32 * 16 * 9
+    serial = expect(f, 8 * 16 * 32 * 32, 8 * 32 * 32 * 32, w, 32 / 128)
+    # n=2 h=2: a tile of 4 samples x 16 rows reads 18 input rows (the halo)
+    nh = expect(f / 4, 4 * 16 * 18 * 32, 4 * 32 * 16 * 32, w, 32 / 128)
+    # c=4: 8 of 32 output channels (8 / 128 of a tile), all input channels, a quarter of
+    # the weights: a quarter of the FLOPs at a quarter of the speed
+    c4 = expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4, 8 / 128)
+    got = cm.compute_seconds(conv, np.array([[1, 1, 1, 1], [2, 1, 2, 1], [1, 4, 1, 1]]))
+    assert got == pytest.approx([serial, nh, c4], rel=1e-12)
+    # the input is a graph input: no input gradient, one backward kernel
+    fwd, bwd, upd = cm.compute_phases(conv, np.array([[1, 1, 1, 1]]), graph_inputs=(True,))
+    assert bwd[0] == pytest.approx(f / (speed / 4) + launch, rel=1e-12)
+    # without tile quantization the channel split is four times as fast per FLOP
+    from milp_parallel.roofline import RooflineParams
+    flat = CostModel(clusters.get("abci", nodes=1), roofline=RooflineParams(gemm_tile=0))
+    assert flat.compute_seconds(conv, np.array([[1, 4, 1, 1]]))[0] == pytest.approx(
+        expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4, 1.0), rel=1e-12)
+
+
+def test_memory_bound_ops_by_hand():
+    g = LayerGraph()
+    g.input("x", (32, 64, 56, 56))
+    g.conv("conv", "x", 64, 3, padding=1)
+    g.elementwise("relu", "conv")
+    g.pool("pool", "relu", 2)
+    cm = CostModel(clusters.get("abci", nodes=1))
+    bw, launch = 0.8 * 900e9, 4e-6
+    y = 32 * 64 * 56 * 56
+    relu = cm.compute_phases(g.layer("relu"), np.array([[1, 1, 1, 1]]))
+    # forward reads x and writes y; backward reads dy and x, writes dx; no parameters
+    assert [float(a[0]) for a in relu] == pytest.approx(
+        [2 * y * 4 / bw + launch, 3 * y * 4 / bw + launch, 0.0], rel=1e-12)
+    pool = cm.compute_phases(g.layer("pool"), np.array([[1, 1, 1, 1]]))
+    # max pool backward reads dy, x and y and writes dx
+    assert float(pool[0][0]) == pytest.approx((y + y / 4) * 4 / bw + launch, rel=1e-12)
+    assert float(pool[1][0]) == pytest.approx((y / 4 + 2 * y + y / 4) * 4 / bw + launch,
+                                              rel=1e-12)
+    # bf16 on the tensor-core peak: the dense conv speeds up 125 / 15.7 x, relu only by
+    # its halved bytes
+    half = CostModel(clusters.get("abci", nodes=1), dtype="fp16")
+    assert half.bytes_per_element == 2 and half.peak_flops == 125e12
+    r16 = half.compute_phases(g.layer("relu"), np.array([[1, 1, 1, 1]]))
+    assert float(r16[0][0]) == pytest.approx(2 * y * 2 / bw + launch, rel=1e-12)
+    with pytest.raises(InvalidTopologyError, match="states no peak"):
+        CostModel(clusters.get("abci", nodes=1), dtype="bf16")
+    with pytest.raises(InvalidTopologyError, match="compute_model"):
+        CostModel(clusters.get("abci", nodes=1), compute_model="magic")
 
 
 def test_profile_lookup_and_fallbacks():
@@ -63,8 +141,10 @@ def test_profile_lookup_and_fallbacks():
     g.input("x", (8, 16, 32, 32))
     g.conv("conv", "x", 16, 3, padding=1)
     cm = CostModel(clusters.get("abci", nodes=1), profile=Table())
-    got = cm.compute_seconds(g.layer("conv"), np.array([[2, 1, 1, 1], [1, 2, 1, 1]]))
-    assert got[0] == 0.5 and got[1] != 0.5
+    fwd, bwd, upd = cm.compute_phases(g.layer("conv"), np.array([[2, 1, 1, 1], [1, 2, 1, 1]]))
+    # the measured forward+backward replaces the estimate; the update stays estimated
+    assert fwd[0] + bwd[0] == pytest.approx(0.5) and fwd[1] + bwd[1] != 0.5
+    assert upd[0] > 0 and fwd[0] > 0 and bwd[0] > fwd[0]   # split in the estimate's ratio
     assert cm.profile_stats == {"hits": 1, "fallbacks": 1}
     with pytest.raises(InvalidTopologyError, match="lookup"):
         CostModel(clusters.get("abci", nodes=1), profile=object())
@@ -101,8 +181,9 @@ def test_transfer_across_nodes_uses_infiniband():
     fc, relu = g.layer("fc"), g.layer("relu")
     # n=4 on devices 0-3 (node 0) -> n=1 c=8? c=8 puts 8 tiles on both nodes
     got = cm.transfer_seconds(fc, relu, 0, np.array([[4, 1]]), np.array([[1, 8]]))[0, 0]
-    # device 4 (node 1) needs column 4 of all 4 rows, all of it from node 0 over IB
-    assert got == pytest.approx(2 * (IB_LAT + 4 * 4 / IB_BW))
+    # device 4 (node 1) needs column 4 of all 4 rows, all of it from node 0 over IB; so do
+    # devices 5-7, and the 4 receivers of node 1 share its 2 network cards (half a card each)
+    assert got == pytest.approx(2 * (IB_LAT + 4 * 4 / (IB_BW / 2)))
 
 
 def test_halo_exchange():
@@ -145,15 +226,67 @@ def test_allreduce_of_a_replicated_linear_layer():
     g = linear_graph()
     fc = g.layer("fc")                          # 8 * 8 + 8 = 72 parameters
     m = 72 * 4
-    one = CostModel(clusters.get("abci", nodes=1))
-    two = CostModel(clusters.get("abci", nodes=2))
+    one = CostModel(clusters.get("abci", nodes=1), collective="ring")
+    two = CostModel(clusters.get("abci", nodes=2), collective="ring")
     cfg = np.array([[4, 1], [2, 2], [1, 4], [1, 1]])
-    assert one.sync_seconds(fc, cfg) == pytest.approx(
+    # the layer's own all-reduce (no bucket, no overlap)
+    assert one.allreduce_seconds(fc, cfg) == pytest.approx(
         [2 * 3 * (NV_LAT + m / 4 / NV_BW), 2 * 1 * (NV_LAT + m / 2 / 2 / NV_BW), 0, 0])
     # 8 replicas over two nodes: the ring crosses InfiniBand
-    assert two.sync_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
+    assert two.allreduce_seconds(fc, np.array([[8, 1]]))[0] == pytest.approx(
         2 * 7 * (IB_LAT + m / 8 / IB_BW))
     assert np.all(one.sync_seconds(g.layer("relu"), cfg) == 0)
+    plain = CostModel(clusters.get("abci", nodes=1), collective="ring",
+                      gradient_bucket_bytes=None, sync_overlap=0.0)
+    assert plain.sync_seconds(fc, cfg) == pytest.approx(one.allreduce_seconds(fc, cfg))
+
+
+def test_allreduce_algorithms_by_hand():
+    g = linear_graph()
+    fc = g.layer("fc")
+    m = 72 * 4
+    two = clusters.get("abci", nodes=2)          # 2 nodes x 4 GPUs, 2 cards per node
+    ring = 2 * 7 * (IB_LAT + m / 8 / IB_BW)
+    # NCCL's tree: a chain of 4 in the node, a binary tree of depth 1 across the 2 nodes
+    tree = 2 * (3 * NV_LAT + 1 * IB_LAT) + 2 * m / IB_BW
+    # hierarchical: reduce-scatter / all-gather in the node, then 4 rings (one per local
+    # rank) of m/4 across the nodes, sharing the node's 2 cards (half a card each)
+    hier = 2 * 3 * (NV_LAT + m / 4 / NV_BW) + 2 * 1 * (IB_LAT + m / 8 / (IB_BW / 2))
+    got = {a: CostModel(two, collective=a).allreduce_seconds(fc, np.array([[8, 1]]))[0]
+           for a in ("ring", "tree", "hierarchical", "auto")}
+    assert got["ring"] == pytest.approx(ring, rel=1e-12)
+    assert got["tree"] == pytest.approx(tree, rel=1e-12)
+    assert got["hierarchical"] == pytest.approx(hier, rel=1e-12)
+    assert got["auto"] == pytest.approx(min(ring, tree, hier), rel=1e-12)
+    # the same through the topology, and a big buffer where the ring's bandwidth wins
+    devs = list(range(8))
+    assert two.allreduce_seconds(devs, m, algorithm="tree") == pytest.approx(tree, rel=1e-12)
+    big = 1e9
+    assert two.allreduce_seconds(devs, big, algorithm="auto") == pytest.approx(min(
+        2 * 7 * (IB_LAT + big / 8 / IB_BW), 2 * (3 * NV_LAT + IB_LAT) + 2 * big / IB_BW,
+        2 * 3 * (NV_LAT + big / 4 / NV_BW) + 2 * (IB_LAT + big / 8 / (IB_BW / 2))), rel=1e-12)
+    with pytest.raises(InvalidTopologyError, match="collective"):
+        CostModel(two, collective="butterfly")
+
+
+def test_bucketing_and_overlap_by_hand():
+    g = linear_graph()
+    fc = g.layer("fc")
+    m = 72 * 4
+    one = clusters.get("abci", nodes=1)
+    bucket = 1e6
+    cm = CostModel(one, collective="ring", gradient_bucket_bytes=bucket, sync_overlap=0.0)
+    # the layer's share m / bucket of a full bucket's ring all-reduce
+    full = 2 * 3 * (NV_LAT + bucket / 4 / NV_BW)
+    assert cm.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(m / bucket * full)
+    # overlap: the sync hides behind the layer's own backward time, never below 0
+    hidden = CostModel(one, collective="ring", gradient_bucket_bytes=None, sync_overlap=1.0)
+    bwd = hidden.compute_phases(fc, np.array([[4, 1]]))[1][0]
+    raw = 2 * 3 * (NV_LAT + m / 4 / NV_BW)
+    assert hidden.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(max(raw - bwd, 0))
+    assert hidden.allreduce_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw)
+    half = CostModel(one, collective="ring", gradient_bucket_bytes=None, sync_overlap=0.5)
+    assert half.sync_seconds(fc, np.array([[4, 1]]))[0] == pytest.approx(raw - 0.5 * bwd)
 
 
 def test_memory_of_replicated_and_split_linear():

@@ -50,6 +50,9 @@ TORCHVISION_PARAMS = {
     "densenet121": 7_978_856, "mobilenet_v2": 3_504_872,
 }
 PARADL = Path(__file__).resolve().parents[1] / "data" / "paradl"
+#: The transformers of issue 16 (their own tests: tests/test_transformer_models.py).
+TRANSFORMERS = {"gpt_1.7b", "gpt_18.4b", "gpt_145.6b", "llama2_7b", "llama2_70b", "llama3_8b",
+                "llama3_70b", "vit_b_16", "vit_l_16", "vit_h_14"}
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +70,7 @@ def reference() -> dict:
 # ------------------------------------------------------------------ registry
 def test_names_cover_the_brief():
     assert set(models.names()) == set(TORCHVISION_PARAMS) | {
-        "lenet5", "cosmoflow", "cosmoflow512", "bert_base"}
+        "lenet5", "cosmoflow", "cosmoflow512", "bert_base"} | TRANSFORMERS
 
 
 def test_unknown_name_lists_known_names():
@@ -221,7 +224,7 @@ def test_every_layer_well_formed(zoo):
             assert len(L.dims) == len(L.output_shape) == len(set(L.dims))
             assert set(L.parallel_dims) <= set(L.dims)
             assert set(L.weight_split_dims) <= set(L.parallel_dims)
-            assert L.params == 0 or L.weight_split_dims or L.op == "layernorm"
+            assert L.params == 0 or L.weight_split_dims or L.op in ("layernorm", "rmsnorm")
 
 
 # ------------------------------------------------------------------ torch cross-check
@@ -235,6 +238,7 @@ def run_in_torch(g: LayerGraph) -> tuple[dict, int, int]:
     """
     meta = {"device": "meta"}
     out: dict[str, torch.Tensor] = {}
+    weights: dict[str, torch.Tensor] = {}
     params = 0
 
     def w(*shape):
@@ -266,8 +270,23 @@ def run_in_torch(g: LayerGraph) -> tuple[dict, int, int]:
                 size = a["output_size"] if op == "adaptive_pool" else (1,) * nd
                 y = getattr(F, f"adaptive_{a['kind']}_pool{nd}d")(x, size)
             elif op == "linear":
-                y = F.linear(x, w(a["out_features"], a["in_features"]),
-                             w(a["out_features"]) if a["bias"] else None)
+                weight = weights[a["tied_to"]] if "tied_to" in a else \
+                    w(a["out_features"], a["in_features"])
+                y = F.linear(x, weight, w(a["out_features"]) if a["bias"] else None)
+            elif op == "rmsnorm":
+                y = F.rms_norm(x, (x.shape[-1],), w(x.shape[-1]))
+            elif op == "attention":
+                n, s_, _ = x.shape
+                hq, g_, d = a["heads"], a["kv_heads"], a["head_dim"]
+                packed = x.reshape(n, s_, g_, hq // g_ + 2, d)
+                q = packed[:, :, :, :-2].reshape(n, s_, hq, d).transpose(1, 2)
+                k = packed[:, :, :, -2:-1].expand(n, s_, g_, hq // g_, d).reshape(
+                    n, s_, hq, d).transpose(1, 2)
+                v = k
+                y = torch.matmul(torch.softmax(torch.matmul(q, k.transpose(2, 3)), -1), v)
+                y = y.transpose(1, 2).reshape(n, s_, hq * d)
+            elif op == "slice":
+                y = x.narrow(L.dims.index(a["dim"]), a["start"], a["stop"] - a["start"])
             elif op == "batchnorm":
                 c = x.shape[1]
                 y = F.batch_norm(x, torch.empty(c, **meta), torch.empty(c, **meta), w(c), w(c))
@@ -293,7 +312,8 @@ def run_in_torch(g: LayerGraph) -> tuple[dict, int, int]:
             elif op == "loss":
                 y = torch.logsumexp(x, dim=-1).reshape(x.shape[0], -1).sum(1)
             elif op == "embedding":
-                y = F.embedding(x, w(a["vocab"], a["dim"]))
+                weights[L.name] = w(a["vocab"], a["dim"])
+                y = F.embedding(x, weights[L.name])
             elif op == "matmul":
                 y = torch.matmul(xs[0], xs[1])
             else:  # pragma: no cover

@@ -28,10 +28,12 @@ def _run_log(path, plx):
         lc = DATA / f"filter_{model}.lc"
     if any(c in ("s", "ds") for c in codes):
         lc = DATA / f"spatial_{model}.lc"
+    # the repository's published data+spatial log predates its current code
+    src = "log" if path.name.startswith("upstream_") else "code"
     got = oracle.paradl_summary(net, PLAT, codes, max_devices=cmd["max_devices"],
                                 max_batch=cmd["max_batch"],
                                 batch_per_device=cmd["batch_per_device"], layer_mask=lc,
-                                plx_cable_latency_s=plx)
+                                plx_cable_latency_s=plx, ds_source=src)
     return got, oracle.parse_summary(text)
 
 
@@ -151,7 +153,16 @@ def test_filter_memory_quirk_and_collectives(abci):
     assert q.memory_bytes == pytest.approx(8 * (act + (w[m].sum() / 4 + w[~m].sum()) / 4))
     act_all = 8 * (t.x_elems.sum() + t.y_elems.sum())
     assert d.memory_bytes == pytest.approx(8 * (act_all + w[m].sum() / 4 + w[~m].sum()))
-    assert d.allreduce_s == pytest.approx(2 * d.allgather_s) and d.halo_s == 0
+    # default mode: per split layer (the last row excepted) an all-gather of the output
+    # forward and an all-reduce of the input gradient backward, on the 4 GPUs of a node
+    iters = math.ceil(t.dataset_size / 8)
+    idx = [i for i in np.flatnonzero(m) if i != len(m) - 1]
+    ag = sum(abci.allgather_seconds(range(4), 8 * t.y_elems[i] * 4, algorithm="auto")
+             for i in idx)
+    ar = sum(abci.allreduce_seconds(range(4), 8 * t.x_elems[i] * 4, algorithm="auto")
+             for i in idx)
+    assert d.allgather_s == pytest.approx(iters * ag, rel=1e-9)
+    assert d.allreduce_s == pytest.approx(iters * ar, rel=1e-9) and d.halo_s == 0
 
 
 def test_rank_bottleneck_and_exports(abci, tmp_path):
@@ -203,3 +214,94 @@ def test_compare_with_layerwise(abci):
     assert r["oracle_step_seconds"] == pytest.approx(r["oracle"].total_s)
     # the MILP optimum is never worse than the uniform data-parallel plan it can also choose
     assert r["optimum_step_seconds"] <= r["layerwise_step_seconds"] * (1 + 1e-9)
+
+
+def _ds_by_hand(t, mask, b, p):
+    """ParaDL's current parallel_analysis.py, data+spatial communication, written out."""
+    net_w = t.w_elems.sum()
+    last = int(np.flatnonzero(mask)[-1])
+    P2, P1 = 4, p / 4
+    iters = math.ceil(t.dataset_size / (b * P1))
+    no_gd_bw, no_gd_lat = 16e9, 3e-3 + 110e-9        # PCIe switch without GPUDirect
+    beta = 1 / (no_gd_bw / 8)                         # / (2 P2): halos
+    halo = 0.0
+    for i in range(last + 1):
+        k = int(t.w_shapes[i, 2])
+        if k > 1 and mask[i]:
+            size = t.x_shapes[i, 0] * ((k - 1) // 2) * np.prod(t.x_shapes[i, 2:]) * b * 4
+            halo += 4 * (no_gd_lat + size * beta)
+    ag = 2 * 3 * (no_gd_lat + b * t.y_elems[last] * 4 / (no_gd_bw / 2) / 4)
+    ar = 2 * 3 * (9e-6 + net_w * 4 / 50e9 / 4)        # NVLink inside the node
+    bw_ib, lat_ib = oracle.abci_link(p)
+    ar += 2 * (P1 - 1) * (lat_ib + net_w * 4 / (bw_ib / 8) / P1)
+    return iters * (halo + ag + ar)
+
+
+@pytest.mark.parametrize("b,p", [(64, 16), (256, 64), (16, 256)])
+def test_data_spatial_follows_the_current_code(b, p):
+    t = paradl.read_net(RESNET)
+    mask = np.asarray(paradl.read_mask(DATA / "spatial_resnet.lc", names=t.names))
+    rows = oracle.paradl_summary(t, PLAT, "ds", max_devices=p, max_batch=1e9,
+                                 batch_per_device=b, layer_mask=mask)
+    got = next(r for r in rows if r["p"] == p)
+    assert got["comm_s"] == pytest.approx(_ds_by_hand(t, mask, b, p), rel=1e-9)
+    old = oracle.paradl_summary(t, PLAT, "ds", max_devices=p, max_batch=1e9,
+                                batch_per_device=b, layer_mask=mask, ds_source="log")
+    assert next(r for r in old if r["p"] == p)["comm_s"] < got["comm_s"]
+    with pytest.raises(UnknownNameError, match="ds_source"):
+        oracle.paradl_summary(t, PLAT, "ds", max_devices=p, max_batch=1e9,
+                              batch_per_device=b, layer_mask=mask, ds_source="paper")
+
+
+@pytest.mark.parametrize("bad", [-8, 0, float("nan"), float("inf"), "8", True])
+def test_bad_batches_and_device_counts_are_typed_errors(bad):
+    from milp_parallel.errors import InvalidOptionError
+    with pytest.raises(InvalidOptionError, match="batch_per_device"):
+        oracle.project(RESNET, PLAT, "data", devices=[2], batch_per_device=bad)
+    with pytest.raises(InvalidOptionError, match="batch_per_device"):
+        oracle.paradl_summary(RESNET, PLAT, "d", max_devices=4, max_batch=1e6,
+                              batch_per_device=bad)
+    with pytest.raises(InvalidOptionError, match="devices"):
+        oracle.project(RESNET, PLAT, "data", devices=[bad], batch_per_device=8)
+
+
+def test_max_devices_and_zoo_names():
+    from milp_parallel.errors import InvalidOptionError
+    for bad in (0, 0.5, -4, float("nan")):
+        with pytest.raises(InvalidOptionError, match="max_devices"):
+            oracle.paradl_summary(RESNET, PLAT, "d", max_devices=bad, max_batch=1e6,
+                                  batch_per_device=8)
+    with pytest.raises(InvalidOptionError, match="devices is empty"):
+        oracle.project(RESNET, PLAT, "data", devices=[], batch_per_device=8)
+    # a zoo name works as on the command line (ImageNet's samples per epoch)
+    pr = oracle.project("resnet50", "abci", "data", devices=[1, 4], batch_per_device=8)
+    assert pr.dataset_size == 1_281_167 and pr.rows[1].applicable
+    assert pr.rows[1].compute_s < pr.rows[0].compute_s
+    with pytest.raises(UnknownNameError, match="resnet50"):
+        oracle.project("resnet5O", "abci", "data", devices=[1], batch_per_device=8)
+
+
+def test_default_data_spatial_halos_are_a_chain_of_host_staged_messages(abci):
+    # ChainerMN-X: per masked kernel > 1 layer, the lower then the upper pass of blocking
+    # sends along the 4 ranks of a node (3 transfers each, one after the other), forward
+    # (input rows) and backward (output-gradient rows), through host memory: 3 ms + bytes /
+    # (16 GB/s / 2) per message
+    t = paradl.read_net(RESNET)
+    mask = np.asarray(paradl.read_mask(DATA / "spatial_resnet.lc", names=t.names))
+    b = 32
+    r = oracle.project(RESNET, abci, "data+spatial", devices=[16], batch_per_device=b,
+                       layer_mask=mask, gpudirect=False).rows[0]
+    last = int(np.flatnonzero(mask)[-1])
+    msg = 0.0
+    for i in range(last + 1):
+        k = int(t.w_shapes[i, 2])
+        if k > 1 and mask[i]:
+            for shape in (t.x_shapes[i], t.y_shapes[i]):
+                size = shape[0] * np.prod(shape[2:]) * (k // 2) * b * 4
+                msg += 2 * 3 * (3e-3 + 110e-9 + size / 8e9)
+    iters = math.ceil(t.dataset_size / (b * 4))
+    assert r.halo_s == pytest.approx(iters * msg, rel=1e-9)
+    # device to device over NVLink instead: far less
+    fast = oracle.project(RESNET, abci, "data+spatial", devices=[16], batch_per_device=b,
+                          layer_mask=mask).rows[0]
+    assert fast.halo_s < r.halo_s / 10 and fast.compute_s == pytest.approx(r.compute_s)

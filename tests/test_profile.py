@@ -155,7 +155,9 @@ def test_cost_model_uses_the_measured_numbers():
     (costs,) = [m for m in built.member_costs[node] if m.name == "conv1"]
     ext = tile_extent(np.asarray(g.layer("conv1").output_shape), built.configs[node])
     expected = [table.lookup(g.layer("conv1"), tuple(row)) for row in ext]
-    assert np.array_equal(costs.compute_seconds, np.asarray(expected, dtype=float))
+    # measured forward+backward, plus the optimizer update the table does not time
+    update = model.compute_phases(g.layer("conv1"), built.configs[node])[2]
+    assert np.array_equal(costs.compute_seconds, np.asarray(expected, dtype=float) + update)
     serial = built.problem.config_labels[node].index("serial")
     members = built.member_costs[node]
     assert built.problem.node_costs[node][serial] == pytest.approx(

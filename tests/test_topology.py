@@ -134,7 +134,7 @@ def test_bad_files(tmp_path):
 
 def test_cluster_registry():
     assert set(clusters.names()) == {"optcnn", "abci", "dgx_a100", "dgx_h100", "dgx_h200",
-                                     "pcie_box"}
+                                     "pcie_box", "selene", "eos"}
     with pytest.raises(UnknownNameError, match="abci"):
         clusters.get("summit")
     assert len(clusters.describe()) == len(clusters.names())
@@ -148,3 +148,14 @@ def test_cluster_registry():
         clusters.get("abci", nodes=0)
     with pytest.raises(UnknownNameError, match="precision"):
         clusters.get("abci", precision="fp8")
+
+
+def test_selene_and_eos_presets_carry_the_published_figures():
+    s = clusters.get("selene", nodes=192)
+    assert s.n_devices == 1536 and s.device.peak_flops == 312e12
+    assert s.device.memory_bytes == 80e9
+    assert [lv.bandwidth_bytes_per_s for lv in s.levels] == [300e9, 25e9]   # NVSwitch, HDR
+    e = clusters.get("eos", nodes=2)
+    assert e.n_devices == 16 and e.device.peak_flops == 989.4e12
+    assert [lv.bandwidth_bytes_per_s for lv in e.levels] == [450e9, 50e9]   # NVSwitch, NDR
+    assert clusters.get("selene", precision="fp32").device.peak_flops == 19.5e12

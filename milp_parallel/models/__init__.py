@@ -12,7 +12,18 @@ densenet121               torchvision DenseNet-121, 224x224              32
 mobilenet_v2              torchvision MobileNet-V2, 224x224              32
 cosmoflow, cosmoflow512   ParaDL's CosmoFlow, 4x128^3 and 4x512^3        8
 bert_base                 BERT-base encoder, sequence 128                32
+gpt_1.7b, gpt_18.4b,      Megatron-LM GPT (SC'21 Table 1 shapes),        8
+gpt_145.6b                sequence 2048, vocabulary 51,200
+llama2_7b, llama2_70b     Llama-2 (GQA for 70B), sequence 4096           8
+llama3_8b, llama3_70b     Llama-3 (GQA), sequence 8192                   8
+vit_b_16, vit_l_16,       torchvision ViT, 224x224                       32
+vit_h_14
 ========================= ============================================== ==============
+
+The transformers (``gpt_*``, ``llama*``, ``vit_*``) are built at the granularity where
+tensor-parallel choices are visible (:mod:`.gpt`, :mod:`.llama`, :mod:`.vit`): one layer per
+projection, attention core, norm, activation, dropout and residual add; other shapes come from
+their builders (``models.gpt.gpt(...)``, ``models.llama.llama(...)``, ``models.vit.vit(...)``).
 
 The image models follow torchvision's definitions exactly: same parameter counts, and
 ``graph.matmul_flops()`` equals ``torch.utils.flop_counter.FlopCounterMode``'s count at batch 1
@@ -40,14 +51,24 @@ from .inception import inception_v3
 from .lenet import lenet5
 from .mobilenet import mobilenet_v2
 from .resnet import resnet18, resnet34, resnet50, resnet101, resnet152
+from .gpt import gpt_named
+from .llama import llama_named
 from .transformer import bert_base
 from .vgg import vgg16, vgg19
+from .vit import vit_named
 
 __all__ = ["get", "names", "default_batch_size"]
 
 
 def _cosmoflow512(batch_size: int = 8, **kw: Any) -> LayerGraph:
     return cosmoflow(batch_size, input_size=512, **kw)
+
+
+def _named(builder: Callable[..., LayerGraph], key: str) -> Callable[..., LayerGraph]:
+    def build(batch_size: int, **kw: Any) -> LayerGraph:
+        return builder(key, batch_size, **kw)
+    build.__name__ = key.replace(".", "_")
+    return build
 
 
 #: name -> (builder(batch_size, **options), default batch size). Read-only by convention.
@@ -67,6 +88,16 @@ _REGISTRY: dict[str, tuple[Callable[..., LayerGraph], int]] = {
     "cosmoflow": (cosmoflow, 8),
     "cosmoflow512": (_cosmoflow512, 8),
     "bert_base": (bert_base, 32),
+    "gpt_1.7b": (_named(gpt_named, "1.7b"), 8),
+    "gpt_18.4b": (_named(gpt_named, "18.4b"), 8),
+    "gpt_145.6b": (_named(gpt_named, "145.6b"), 8),
+    "llama2_7b": (_named(llama_named, "llama2_7b"), 8),
+    "llama2_70b": (_named(llama_named, "llama2_70b"), 8),
+    "llama3_8b": (_named(llama_named, "llama3_8b"), 8),
+    "llama3_70b": (_named(llama_named, "llama3_70b"), 8),
+    "vit_b_16": (_named(vit_named, "vit_b_16"), 32),
+    "vit_l_16": (_named(vit_named, "vit_l_16"), 32),
+    "vit_h_14": (_named(vit_named, "vit_h_14"), 32),
 }
 
 

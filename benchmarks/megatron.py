@@ -1,0 +1,156 @@
+"""Megatron-LM's Table 1 (SC'21): its own configurations priced by our model, and our optimum.
+
+Run ``python benchmarks/megatron.py [--table FILE] [--csv OUT] [--rows 0,2] [--time-limit S]``.
+``FILE`` has the columns of ``shared/reference/megatron/table1-dev.csv`` (default: that file,
+found beside the repository as ``../shared/reference/megatron/`` or under ``/work/shared``):
+``params_b, heads, hidden, layers, tp, pp, gpus, batch, micro_batch, interleaved_chunks,
+measured_tflops_per_gpu``.
+
+For every row (GPT, sequence 2048, vocabulary 51,200, 16-bit training, on ``gpus / 8`` nodes of
+the ``selene`` preset with its 80 GB per GPU):
+
+(a) Megatron-LM's configuration (tensor ``tp``, pipeline ``pp``, data ``gpus / (tp pp)``,
+    micro-batch ``micro_batch``, interleaved 1F1B with ``interleaved_chunks``, full
+    recomputation, no optimizer sharding, equal stages) priced by
+    :func:`milp_parallel.pipeline.evaluate_configuration`; teraFLOP/s per GPU by Megatron's
+    formula ``96 B s l h^2 (1 + s / 6h + V / 16 l h)`` over the predicted iteration time.
+(b) our optimum on the same model, GPUs, batch and memory
+    (:func:`milp_parallel.pipeline.solve_pipeline`, the default declared space with
+    interleaving up to 4 chunks), its plan, its speedup over (a) and the search time.
+
+Prints a table and writes one CSV row per input row: the input columns, then
+``predicted_tflops_megatron_config``, ``predicted_tflops_optimum``, ``ratio_predicted_measured``,
+``speedup_optimum``, ``search_seconds``, ``optimum_status``, ``optimum_untied_gap`` (how much
+faster an untied plan of the same pipeline shape could at most be), ``optimum_plan``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from milp_parallel import clusters  # noqa: E402
+from milp_parallel.models.gpt import gpt, megatron_flops  # noqa: E402
+from milp_parallel.pipeline import (PipelineOptions, evaluate_configuration,  # noqa: E402
+                                    solve_pipeline)
+
+SEQ, VOCAB = 2048, 51200
+_CANDIDATES = (ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv",
+               Path("/work/shared/reference/megatron/table1-dev.csv"))
+COLUMNS = ("params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "batch", "micro_batch",
+           "interleaved_chunks", "measured_tflops_per_gpu")
+
+
+def default_table() -> Path:
+    for p in _CANDIDATES:
+        if p.exists():
+            return p
+    return _CANDIDATES[0]
+
+
+def read_table(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    missing = [c for c in COLUMNS if rows and c not in rows[0]]
+    if missing:
+        raise SystemExit(f"{path}: missing columns {missing}; expected {', '.join(COLUMNS)}")
+    return rows
+
+
+def plan_text(plan) -> str:
+    """One line: the mesh, schedule and each distinct stage setting."""
+    parts = [f"p={plan.pipeline} t={plan.tensor} d={plan.data} m={plan.micro_batches} "
+             f"b={plan.micro_batch_size} {plan.schedule}"
+             + (f" v={plan.chunks}" if plan.chunks > 1 else "")]
+    for s in plan.stages:
+        kinds = s.kinds
+        layer = ",".join(f"{k}={kinds[k]}" for k in ("ln1", "qkv", "attn", "proj", "add1",
+                                                      "fc1", "fc2", "add2") if k in kinds)
+        parts.append(f"s{s.index}:{len(s.blocks)}blk/{s.recompute}/zero{s.zero}/{layer}")
+    return "; ".join(parts)
+
+
+def run_row(r: dict, time_limit: float | None = None) -> dict:
+    heads, hidden, layers = int(r["heads"]), int(r["hidden"]), int(r["layers"])
+    gpus, batch = int(r["gpus"]), int(r["batch"])
+    graph = gpt(1, layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, seq_len=SEQ)
+    topo = clusters.get("selene", nodes=-(-gpus // 8)).with_devices(gpus)
+    flops = megatron_flops(batch, layers, hidden, VOCAB, SEQ)
+    meg = evaluate_configuration(graph, topo, global_batch=batch, tensor=int(r["tp"]),
+                                 pipeline=int(r["pp"]), micro_batch_size=int(r["micro_batch"]),
+                                 chunks=int(r["interleaved_chunks"]), recompute="full", zero=0)
+    chunks = tuple(sorted({1, 2, 4, int(r["interleaved_chunks"])}))
+    t0 = time.perf_counter()
+    opt = solve_pipeline(graph, topo, global_batch=batch,
+                         options=PipelineOptions(chunks=chunks, time_limit=time_limit))
+    seconds = time.perf_counter() - t0
+    tf_meg, tf_opt = meg.tflops_per_gpu(flops), opt.tflops_per_gpu(flops)
+    measured = float(r["measured_tflops_per_gpu"])
+    return {**{c: r[c] for c in COLUMNS},
+            "predicted_tflops_megatron_config": round(tf_meg, 2),
+            "predicted_tflops_optimum": round(tf_opt, 2),
+            "ratio_predicted_measured": round(tf_meg / measured, 4),
+            "speedup_optimum": round(meg.iteration_seconds / opt.iteration_seconds, 4),
+            "megatron_config_fits": meg.search.get("fits"),
+            "megatron_iteration_seconds": round(meg.iteration_seconds, 4),
+            "optimum_iteration_seconds": round(opt.iteration_seconds, 4),
+            "search_seconds": round(seconds, 1), "optimum_status": opt.status,
+            "optimum_untied_gap": round(1 - opt.untied_lower_bound_seconds
+                                        / opt.iteration_seconds, 4),
+            "optimum_plan": plan_text(opt)}
+
+
+def markdown(rows: list[dict]) -> str:
+    head = ("| params | TP | PP | GPUs | batch | measured TFLOP/s | Megatron config, predicted "
+            "| predicted / measured | our optimum, predicted | speedup | search s | status |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    body = "".join(
+        f"| {r['params_b']}B | {r['tp']} | {r['pp']} | {r['gpus']} | {r['batch']} | "
+        f"{r['measured_tflops_per_gpu']} | {r['predicted_tflops_megatron_config']:.1f} | "
+        f"{r['ratio_predicted_measured']:.3f} | {r['predicted_tflops_optimum']:.1f} | "
+        f"{r['speedup_optimum']:.3f}x | {r['search_seconds']} | {r['optimum_status']} |\n"
+        for r in rows)
+    plans = "".join(f"- {r['params_b']}B: {r['optimum_plan']}\n" for r in rows)
+    return head + body + "\nOur optimum's plan per row:\n\n" + plans
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", type=Path, default=default_table())
+    ap.add_argument("--csv", type=Path, default=None, help="write the result rows here")
+    ap.add_argument("--rows", default=None, help="comma-separated row indices (default all)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds per search (default: until proven optimal)")
+    args = ap.parse_args(argv)
+    rows = read_table(args.table)
+    if args.rows:
+        rows = [rows[int(i)] for i in args.rows.split(",")]
+    out = []
+    for r in rows:
+        res = run_row(r, args.time_limit)
+        out.append(res)
+        print(f"{r['params_b']}B: measured {r['measured_tflops_per_gpu']} TFLOP/s, Megatron "
+              f"config predicted {res['predicted_tflops_megatron_config']:.1f} "
+              f"({res['ratio_predicted_measured']:.3f}x), optimum "
+              f"{res['predicted_tflops_optimum']:.1f} ({res['speedup_optimum']:.3f}x faster, "
+              f"{res['optimum_status']} in {res['search_seconds']} s)", flush=True)
+    print()
+    print(markdown(out))
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(out[0]))
+            w.writeheader()
+            w.writerows(out)
+        print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,454 @@
+"""A step simulator: the time of one training step of an assignment, event by event.
+
+The solver's objective is separable (a sum of node and edge costs), so it cannot see what
+happens *between* layers: transfers that overlap compute, branches that run at the same time
+on different devices, gradient buckets reduced while the backward pass goes on, network cards
+shared by several transfers. :func:`simulate` runs the step instead.
+
+Model
+-----
+Every device has a **compute stream** and a **communication stream**, each running its tasks in
+program order (forward in the graph's topological order, backward in reverse), a task starting
+when its inputs are ready and its stream is free:
+
+- *compute*: forward, backward and update of each layer's tile on each device that holds one,
+  timed by the cost model (:meth:`CostModel.compute_phases
+  <milp_parallel.costs.CostModel.compute_phases>`: the roofline, or the measured profile);
+- *forward transfers*: every device of a consumer receives, on its communication stream, the
+  part of its input region held by other devices, as soon as those devices have produced it:
+  ``alpha + bytes / bandwidth`` per level it crosses, receivers of one node over a level with
+  shared network cards (``Level.uplinks``) slowed down by ``receivers / cards``;
+- *backward transfers*: the gradients of those regions go back to the devices that sent them,
+  with their own volumes per device (a producer device receives the sum of what every
+  consumer device read from it; nothing is sent to graph inputs);
+- *gradient all-reduce*: when a layer's backward is done on all its devices, its weight
+  gradient joins the open bucket of its replica groups (buckets of ``bucket_bytes``, filled
+  in the order gradients become ready, as PyTorch DDP does); a full bucket is all-reduced at
+  once on the communication streams of its groups (:mod:`milp_parallel.collectives`, the
+  cheapest algorithm for the bucket's size, concurrent groups sharing network cards), while
+  the backward pass continues. The last, partial buckets go when the backward is done. With
+  ``overlap=False`` every all-reduce waits for the end of the backward pass;
+- *update*: each device runs the optimizer update of its shards after its last all-reduce.
+
+The step time is when the last device finishes. One device and nothing to overlap gives the
+separable model's time exactly; a chain whose layouts match and whose all-reduces cannot
+overlap (``overlap=False``, one bucket per layer) gives it too (tested). What the simulator
+does not model: contention between transfers of *different* layers on shared cards (they are
+ordered on each device's communication stream), the sending side of the cards, and the
+pipelining of collectives with each other.
+
+Examples
+--------
+>>> import milp_parallel as mp
+>>> plan = mp.solve("lenet5", "abci", devices=4, solver="dp", cross_check=False)
+>>> sim = mp.simulate(plan)
+>>> sim.step_seconds > 0 and sim.n_buckets >= 0
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .collectives import cost_table
+from .configs import tile_boxes
+from .errors import InvalidAssignmentError
+
+__all__ = ["SimulationResult", "Task", "simulate", "simulate_assignment"]
+
+logger = logging.getLogger(__name__)
+
+_USE_MODEL = object()
+
+
+@dataclass(frozen=True)
+class Task:
+    """One simulated task (kept when ``trace=True``).
+
+    Attributes
+    ----------
+    kind : str
+        ``forward``, ``backward``, ``update``, ``recv`` (forward transfer), ``recv_grad``
+        (backward transfer) or ``allreduce``.
+    name : str
+        The layer (or, for an all-reduce, the bucket's layers joined by ``+``).
+    device : int
+    start, end : float
+        Seconds from the start of the step.
+    """
+
+    kind: str
+    name: str
+    device: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """The simulated step of one assignment.
+
+    Attributes
+    ----------
+    step_seconds : float
+        When the last device finishes the step.
+    forward_seconds : float
+        When the last forward task ends.
+    backward_seconds : float
+        When the last backward task ends.
+    compute_seconds : float
+        The busiest device's compute time (forward + backward + update).
+    transfer_seconds, allreduce_seconds : float
+        The busiest device's time receiving activations / gradients, and all-reducing.
+    n_buckets : int
+        Gradient all-reduces run (per replica-group structure, buckets of ``bucket_bytes``).
+    bucket_bytes : float or None
+    overlap : bool
+    tasks : tuple of Task
+        Every task, when simulated with ``trace=True`` (else empty).
+    """
+
+    step_seconds: float
+    forward_seconds: float
+    backward_seconds: float
+    compute_seconds: float
+    transfer_seconds: float
+    allreduce_seconds: float
+    n_buckets: int
+    bucket_bytes: float | None
+    overlap: bool
+    tasks: tuple[Task, ...] = field(default=(), repr=False)
+
+    @property
+    def exposed_seconds(self) -> float:
+        """Step time not covered by the busiest device's compute."""
+        return max(self.step_seconds - self.compute_seconds, 0.0)
+
+
+# ---------------------------------------------------------------------- per-layer data
+@dataclass
+class _Layer:
+    name: str
+    node: int
+    n_dev: int
+    lo: np.ndarray            # (T, nd) tile boxes
+    hi: np.ndarray
+    fwd: float
+    bwd: float
+    upd: float
+    grad_bytes: float         # bytes of the shard each replica all-reduces
+    groups: np.ndarray | None  # (shards, replicas) device groups
+    is_input: bool
+
+
+def _pair_volumes(producer: _Layer, consumer: _Layer, layer, index: int) -> np.ndarray:
+    """Elements device ``d`` of the consumer reads from device ``s`` of the producer,
+    ``(T_consumer, T_producer)``, the diagonal (local data) included."""
+    r_lo, r_hi = layer.input_region(index, consumer.lo, consumer.hi)
+    ov = (np.minimum(r_hi[:, None, :], producer.hi[None, :, :])
+          - np.maximum(r_lo[:, None, :], producer.lo[None, :, :]))
+    return np.maximum(ov, 0).prod(axis=2).astype(float)
+
+
+class _Links:
+    """Receive times from per-pair volumes, by the levels of a topology."""
+
+    def __init__(self, topology, bytes_per_element: float):
+        self.topology = topology
+        self.bpe = float(bytes_per_element)
+        self.levels = topology.levels
+        self.blocks = (1,) + topology.group_sizes
+        self.lat = np.array([lv.latency_for(2) for lv in self.levels], float)
+        self.bw = np.array([lv.bandwidth_bytes_per_s for lv in self.levels], float)
+        n = topology.n_devices
+        idx = np.arange(n)
+        self.level = topology.level_index(idx[:, None], idx[None, :])
+
+    def receive(self, vol: np.ndarray, receivers: np.ndarray, senders: np.ndarray
+                ) -> np.ndarray:
+        """Per receiver, its receive time of ``vol[r, s]`` elements from ``senders[s]``."""
+        lev = self.level[np.ix_(receivers, senders)]
+        out = np.zeros(len(receivers))
+        for k in range(len(self.levels)):
+            b = np.where(lev == k, vol, 0.0).sum(axis=1) * self.bpe
+            busy = b > 0
+            if not busy.any():
+                continue
+            slow = np.ones(len(receivers))
+            up, unit = self.levels[k].uplinks, self.blocks[k]
+            if k > 0 and up and unit > up:
+                node = receivers // unit
+                count = np.bincount(node, weights=busy)[node]
+                slow = np.maximum(count / up, 1.0)
+            out += np.where(busy, self.lat[k] + b / self.bw[k] * slow, 0.0)
+        return out
+
+
+# ---------------------------------------------------------------------- the simulation
+def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
+                        overlap: bool | None = None, trace: bool = False
+                        ) -> SimulationResult:
+    """Simulate one step of ``assignment`` on a built problem.
+
+    Parameters
+    ----------
+    built : BuiltProblem
+        From :func:`milp_parallel.build.build` (its graph, topology and cost model).
+    assignment : sequence of int
+        A configuration index per problem node.
+    bucket_bytes : float or None, optional
+        Gradient bucket size (default: the cost model's ``gradient_bucket_bytes``; ``None``:
+        one all-reduce per layer).
+    overlap : bool, optional
+        Whether all-reduces may start during the backward pass (default: whether the cost
+        model gives an overlap credit).
+    trace : bool, default False
+        Keep every task in the result.
+
+    Returns
+    -------
+    SimulationResult
+
+    Raises
+    ------
+    InvalidAssignmentError
+        When the assignment does not fit the problem.
+    """
+    cm = built.cost_model
+    problem = built.problem
+    a = np.asarray(assignment, dtype=np.int64).reshape(-1)
+    if a.shape != (problem.n_nodes,) or np.any(a < 0) or np.any(a >= problem.n_configs):
+        raise InvalidAssignmentError(
+            f"the assignment has {a.size} entries for {problem.n_nodes} nodes, or an index "
+            "outside a node's configurations")
+    if bucket_bytes is _USE_MODEL:
+        bucket_bytes = cm.gradient_bucket_bytes
+    if overlap is None:
+        overlap = cm.sync_overlap > 0
+    graph, topo = built.graph, built.topology
+    n = topo.n_devices
+    links = _Links(topo, cm.bytes_per_element)
+    inputs = {lay.name for lay in graph.layers if lay.op == "input"}
+
+    layers: dict[str, _Layer] = {}
+    for lay in graph.layers:
+        v = built.node_of[lay.name]
+        row = np.asarray(built.configs[v][a[v]], dtype=np.int64)
+        t = int(row.prod())
+        lo, hi, _ = tile_boxes(lay.output_shape, row[None, :])
+        gi = tuple(x in inputs for x in lay.inputs)
+        f, b, u = (float(x[0]) for x in cm.compute_phases(lay, row[None, :], graph_inputs=gi,
+                                                           count_profile=False))
+        groups, gbytes = None, 0.0
+        if lay.params > 0:
+            split = tuple(d in lay.weight_split_dims for d in lay.dims)
+            from .costs import replica_groups
+            groups = replica_groups(row, split)
+            shards = int(np.prod([k for k, s in zip(row, split) if s]) or 1)
+            gbytes = float(lay.params) * cm.bytes_per_element / shards
+        layers[lay.name] = _Layer(lay.name, v, t, lo[0, :t], hi[0, :t], f, b, u, gbytes,
+                                  groups, lay.op == "input")
+
+    tasks: list[Task] = []
+    comp_free = np.zeros(n)
+    comm_free = np.zeros(n)
+    busy = {"compute": np.zeros(n), "transfer": np.zeros(n), "allreduce": np.zeros(n)}
+
+    def run(kind, name, devs, ready, dur, stream, account):
+        devs = np.asarray(devs, dtype=np.int64)
+        start = np.maximum(np.asarray(ready, float), stream[devs])
+        end = start + dur
+        stream[devs] = end
+        busy[account][devs] += dur
+        if trace:
+            for d, s0, e0 in zip(devs.tolist(), np.broadcast_to(start, devs.shape).tolist(),
+                                 np.broadcast_to(end, devs.shape).tolist()):
+                tasks.append(Task(kind, name, d, s0, e0))
+        return end
+
+    # ------------------------------------------------------------ forward
+    fwd_done: dict[str, np.ndarray] = {}
+    pair_vol: dict[tuple[str, str, int], np.ndarray] = {}
+    for lay in graph.layers:
+        L = layers[lay.name]
+        devs = np.arange(L.n_dev)
+        ready = np.zeros(L.n_dev)
+        for i, src in enumerate(lay.inputs):
+            P = layers[src]
+            if P.node == L.node:                    # a merged follower: same tiles
+                ready = np.maximum(ready, fwd_done[src])
+                continue
+            vol = _pair_volumes(P, L, lay, i)
+            pair_vol[(src, lay.name, i)] = vol
+            remote = vol.copy()
+            common = min(L.n_dev, P.n_dev)
+            remote[np.arange(common), np.arange(common)] = 0.0
+            # the data is there when every device that holds part of it has produced it
+            dep = np.where(vol > 0, fwd_done[src][None, :], 0.0).max(axis=1)
+            need = remote.sum(axis=1) > 0
+            t = links.receive(remote, devs, np.arange(P.n_dev))
+            if need.any():
+                got = run("recv", lay.name, devs[need], dep[need], t[need], comm_free,
+                          "transfer")
+                dep = dep.copy()
+                dep[need] = got
+            ready = np.maximum(ready, dep)
+        fwd_done[lay.name] = run("forward", lay.name, devs, ready, L.fwd, comp_free, "compute")
+    forward_end = max(float(x.max()) for x in fwd_done.values())
+
+    # ------------------------------------------------------------ backward
+    consumers: dict[str, list[tuple[str, int]]] = {x.name: [] for x in graph.layers}
+    for u, w, i in graph.edges:
+        consumers[u].append((w, i))
+    bwd_done: dict[str, np.ndarray] = {}
+    pending: list[dict] = []        # all-reduces to run (bucket records)
+    open_buckets: dict[bytes, dict] = {}
+    n_buckets = 0
+    ar_done = np.zeros(n)
+
+    def launch(bucket: dict, ready: float) -> None:
+        nonlocal n_buckets
+        groups = bucket["groups"]
+        size = bucket["bytes"]
+        lat, per_byte = cost_table(topo, groups, "allreduce", _ALGS)
+        per_group = (lat + size * per_byte).min(axis=0)          # the cheapest per group
+        name = "+".join(bucket["names"])
+        for g, t in zip(groups, per_group):
+            end = run("allreduce", name, g, ready, float(t), comm_free, "allreduce")
+            ar_done[g] = np.maximum(ar_done[g], end)
+        n_buckets += 1
+
+    for lay in reversed(graph.layers):
+        L = layers[lay.name]
+        if L.is_input:
+            continue
+        devs = np.arange(L.n_dev)
+        ready = fwd_done[lay.name].copy()
+        for w, i in consumers[lay.name]:
+            W = layers[w]
+            if W.node == L.node:
+                ready = np.maximum(ready, bwd_done[w])
+                continue
+            vol = pair_vol[(lay.name, w, i)].T          # (T_L, T_w): what s sent to d
+            remote = vol.copy()
+            common = min(L.n_dev, W.n_dev)
+            remote[np.arange(common), np.arange(common)] = 0.0
+            dep = np.where(vol > 0, bwd_done[w][None, :], 0.0).max(axis=1)
+            need = remote.sum(axis=1) > 0
+            t = links.receive(remote, devs, np.arange(W.n_dev))
+            if need.any():
+                got = run("recv_grad", lay.name, devs[need], dep[need], t[need], comm_free,
+                          "transfer")
+                dep = dep.copy()
+                dep[need] = got
+            ready = np.maximum(ready, dep)
+        done = run("backward", lay.name, devs, ready, L.bwd, comp_free, "compute")
+        bwd_done[lay.name] = done
+        if L.groups is not None and L.groups.shape[1] > 1 and L.grad_bytes > 0:
+            key = L.groups.tobytes() + bytes(str(L.groups.shape), "ascii")
+            b = open_buckets.get(key)
+            if b is None:
+                b = {"groups": L.groups, "bytes": 0.0, "names": [], "ready": 0.0}
+                open_buckets[key] = b
+            b["bytes"] += L.grad_bytes
+            b["names"].append(lay.name)
+            b["ready"] = max(b["ready"], float(done.max()))
+            if bucket_bytes is None or b["bytes"] >= float(bucket_bytes):
+                del open_buckets[key]
+                if overlap:
+                    launch(b, b["ready"])
+                else:
+                    pending.append(b)
+    backward_end = max((float(x.max()) for x in bwd_done.values()), default=forward_end)
+    rest = pending + sorted(open_buckets.values(), key=lambda b: b["ready"])
+    for b in rest:
+        launch(b, backward_end if not overlap else b["ready"])
+
+    # ------------------------------------------------------------ update
+    upd = np.zeros(n)
+    for L in layers.values():
+        if L.upd > 0:
+            upd[:L.n_dev] += L.upd
+    dev = np.arange(n)
+    used = upd > 0
+    if used.any():
+        run("update", "optimizer", dev[used], np.maximum(ar_done, comp_free)[used],
+            upd[used], comp_free, "compute")
+    step = float(max(comp_free.max(), comm_free.max()))
+    return SimulationResult(
+        step_seconds=step, forward_seconds=forward_end, backward_seconds=backward_end,
+        compute_seconds=float(busy["compute"].max()),
+        transfer_seconds=float(busy["transfer"].max()),
+        allreduce_seconds=float(busy["allreduce"].max()), n_buckets=n_buckets,
+        bucket_bytes=None if bucket_bytes is None else float(bucket_bytes),
+        overlap=bool(overlap), tasks=tuple(tasks))
+
+
+_ALGS = ("ring", "tree", "hierarchical")
+
+
+def simulate(target, assignment=None, *, model=None, cluster=None, cost_model=None,
+             config_options: Mapping[str, Any] | None = None,
+             bucket_bytes: Any = _USE_MODEL, overlap: bool | None = None,
+             trace: bool = False) -> SimulationResult:
+    """Simulate one training step of a plan (or of an assignment of a built problem).
+
+    Parameters
+    ----------
+    target : Plan or BuiltProblem
+        A :class:`~milp_parallel.plan.Plan` (its problem is rebuilt from ``plan.model`` and
+        ``plan.cluster``, or from ``model`` / ``cluster`` when given, at the plan's batch and
+        device count) or a :class:`~milp_parallel.build.BuiltProblem`.
+    assignment : sequence of int, optional
+        Needed with a BuiltProblem; default for a Plan: ``plan.assignment``.
+    model, cluster, cost_model, config_options
+        What :func:`milp_parallel.plan.solve` was given, when the plan's names are not a zoo
+        model and a preset (or another cost model or configuration space was used).
+    bucket_bytes, overlap, trace
+        As :func:`simulate_assignment`.
+
+    Returns
+    -------
+    SimulationResult
+
+    Raises
+    ------
+    InvalidAssignmentError
+        When the plan's configurations are not those of the rebuilt problem (pass the same
+        ``config_options`` / ``model`` / ``cluster`` as to ``solve``).
+    UnknownNameError, FormatError
+        When the plan's model or cluster cannot be found again.
+    """
+    from .build import BuiltProblem
+    if isinstance(target, BuiltProblem):
+        if assignment is None:
+            raise InvalidAssignmentError("simulate(built_problem) needs an assignment")
+        return simulate_assignment(target, assignment, bucket_bytes=bucket_bytes,
+                                   overlap=overlap, trace=trace)
+    from .plan import Plan, _build
+    if not isinstance(target, Plan):
+        raise TypeError(f"simulate() takes a Plan or a BuiltProblem, got "
+                        f"{type(target).__name__}")
+    plan = target
+    built = _build(model if model is not None else plan.model,
+                   cluster if cluster is not None else plan.cluster,
+                   batch_size=plan.batch_size, devices=plan.devices, memory_limit=math.inf,
+                   config_options=config_options, cost_model=cost_model).built
+    a = plan.assignment if assignment is None else assignment
+    labels = {lc.node or lc.name: lc.config for lc in plan.layers}
+    p = built.problem
+    def same(v: int, name: str) -> bool:
+        k = int(a[v])
+        return 0 <= k < p.n_configs[v] and labels.get(name) == p.config_labels[v][k]
+    if len(a) != p.n_nodes or not all(same(v, nm) for v, nm in enumerate(p.node_names)):
+        raise InvalidAssignmentError(
+            f"the plan's configurations are not those of the problem rebuilt for "
+            f"{plan.model!r} on {plan.cluster!r}; pass the model, cluster and config_options "
+            "given to solve(), or simulate a BuiltProblem")
+    return simulate_assignment(built, a, bucket_bytes=bucket_bytes, overlap=overlap,
+                               trace=trace)

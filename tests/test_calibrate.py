@@ -1,0 +1,84 @@
+"""Calibration: the fit recovers known alpha-beta from synthetic timings; calibrate runs end
+to end with 2 gloo processes on CPU."""
+
+import json
+
+import numpy as np
+import pytest
+
+from milp_parallel import clusters
+from milp_parallel.calibrate import (Measurement, fit_alpha_beta, load_report,
+                                     overlap_efficiency)
+from milp_parallel.cli import main
+from milp_parallel.errors import InvalidTopologyError
+from milp_parallel.topology import Topology
+
+
+def synthetic(alpha, bw, r, noise=0.0, seed=0):
+    """Timings of the three kinds from the formulas of milp_parallel.collectives."""
+    rng = np.random.default_rng(seed)
+    t = clusters.get("abci", nodes=1)          # only for the formulas' shape
+    del t
+    out = []
+    for m in (4096 * 4 ** i for i in range(7)):
+        exact = {"allreduce": 2 * (r - 1) * (alpha + m / r / bw),
+                 "allgather": (r - 1) * (alpha + m / r / bw),
+                 "p2p": alpha + m / bw}
+        for kind, sec in exact.items():
+            out.append(Measurement(kind, r, float(m), sec * (1 + noise * rng.standard_normal())))
+    return out
+
+
+@pytest.mark.parametrize("alpha,bw,r", [(50e-6, 1.2e9, 2), (9e-6, 50e9, 4), (3e-3, 2e8, 8)])
+def test_fit_recovers_alpha_beta(alpha, bw, r):
+    fit = fit_alpha_beta(synthetic(alpha, bw, r))
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-9)
+    assert fit.bandwidth_bytes_per_s == pytest.approx(bw, rel=1e-9)
+    assert fit.rms_relative_error < 1e-9 and fit.n == 21
+    noisy = fit_alpha_beta(synthetic(alpha, bw, r, noise=0.05, seed=1))
+    assert noisy.alpha_s == pytest.approx(alpha, rel=0.2)
+    assert noisy.bandwidth_bytes_per_s == pytest.approx(bw, rel=0.1)
+    assert 0.01 < noisy.rms_relative_error < 0.1
+
+
+def test_fit_checks_its_input():
+    with pytest.raises(InvalidTopologyError, match="two sizes"):
+        fit_alpha_beta([Measurement("p2p", 2, 1e3, 1e-5)])
+    with pytest.raises(InvalidTopologyError, match="bad measurement"):
+        fit_alpha_beta([Measurement("p2p", 2, 1e3, -1.0), Measurement("p2p", 2, 1e6, 1e-3)])
+    with pytest.raises(InvalidTopologyError, match="kind"):
+        fit_alpha_beta([Measurement("bcast", 2, 1e3, 1e-5), Measurement("bcast", 2, 1e6, 1e-3)])
+    # pure latency: no bandwidth can be fitted
+    with pytest.raises(InvalidTopologyError, match="bandwidth"):
+        fit_alpha_beta([Measurement("p2p", 2, 1e3, 1e-5), Measurement("p2p", 2, 1e4, 1e-5)])
+
+
+def test_overlap_efficiency():
+    assert overlap_efficiency([(1.0, 1.0, 1.0)]) == 1.0          # fully hidden
+    assert overlap_efficiency([(1.0, 1.0, 2.0)]) == 0.0          # serialized
+    assert overlap_efficiency([(2.0, 1.0, 2.5), (2.0, 1.0, 2.5)]) == pytest.approx(0.5)
+
+
+def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
+    out = tmp_path / "cpu2.json"
+    prof = tmp_path / "prof.json"
+    code = main(["calibrate", "--out", str(out), "--repeats", "3", "--max-bytes", "4MiB",
+                 "--profile", str(prof), "--model", "lenet5", "--batch-size", "4"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "alpha" in text and "bandwidth" in text
+    topo = Topology.load(out)
+    assert topo.n_devices == 2 and topo.levels[0].name == "gloo"
+    assert topo.levels[0].bandwidth_bytes_per_s > 0 and topo.levels[0].latency_s >= 0
+    assert topo.device.peak_flops > 0 and topo.device.memory_bandwidth_bytes_per_s > 0
+    rep = load_report(out)
+    assert rep["world_size"] == 2 and len(rep["measurements"]) == 3 * 6
+    assert 0.0 <= rep["overlap_efficiency"] <= 1.0
+    table = json.loads(prof.read_text())
+    assert table["entries"] and table["meta"]["concurrent_processes"] == 2
+    # the calibrated cluster solves like any other
+    import milp_parallel as mp
+    plan = mp.solve("lenet5", str(out), batch_size=4, solver="dp", cross_check=False,
+                    profile=str(prof))
+    assert plan.devices == 2 and plan.simulated_step_seconds > 0
+    assert main(["calibrate", "--out", str(out), "--max-bytes", "8KiB"]) == 2

@@ -1,0 +1,212 @@
+"""The step simulator: equal to the separable model where nothing can overlap, and hand-built
+schedules where it must differ."""
+
+import numpy as np
+import pytest
+
+import milp_parallel as mp
+from milp_parallel import clusters
+from milp_parallel.build import build
+from milp_parallel.costs import CostModel
+from milp_parallel.errors import InvalidAssignmentError
+from milp_parallel.graph import LayerGraph
+from milp_parallel.simulate import simulate_assignment
+
+
+def mlp(batch=32, width=256, layers=3):
+    g = LayerGraph("mlp")
+    x = g.input("x", (batch, width))
+    for i in range(layers):
+        x = g.linear(f"fc{i}", x, width)
+        x = g.elementwise(f"relu{i}", x)
+    g.loss("loss", x)
+    return g
+
+
+def pick(built, labels):
+    """Assignment from ``{node name: label}``; other nodes take ``default``."""
+    p = built.problem
+    default = labels.get("*")
+    return [p.config_labels[v].index(labels.get(name, default))
+            for v, name in enumerate(p.node_names)]
+
+
+def test_one_device_equals_the_separable_model():
+    t = clusters.get("abci", nodes=1, gpus_per_node=1)
+    for g in (mlp(), mp.models.get("lenet5", batch_size=8)):
+        b = build(g, t)
+        a = [0] * b.problem.n_nodes
+        sim = simulate_assignment(b, a)
+        assert sim.step_seconds == pytest.approx(b.problem.evaluate(a).cost, rel=1e-12)
+        assert sim.n_buckets == 0 and sim.transfer_seconds == 0
+
+
+def test_data_parallel_without_overlap_equals_the_separable_model():
+    # per-layer all-reduces that wait for the end of the backward pass: nothing overlaps,
+    # and every device does the same work, so the step is the plain sum
+    t = clusters.get("abci", nodes=2)
+    cm = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0)
+    b = build(mlp(), t, cost_model=cm)
+    a = pick(b, {"*": "n=8"})
+    sim = simulate_assignment(b, a, bucket_bytes=None, overlap=False)
+    assert sim.n_buckets == 3
+    assert sim.step_seconds == pytest.approx(b.problem.evaluate(a).cost, rel=1e-12)
+
+
+def test_symmetric_redistribution_equals_the_separable_model():
+    # conv1 split by samples, conv2 by rows on the same 2 devices: each device receives as
+    # much as it sends, both ways, so t_x = 2 x the forward exchange is exact
+    g = LayerGraph()
+    g.input("x", (4, 8, 16, 16))
+    g.conv("c1", "x", 8, 3, padding=1, bias=False)
+    g.conv("c2", "c1", 8, 3, padding=1, bias=False)
+    g.loss("loss", "c2")
+    t = clusters.get("abci", nodes=1, gpus_per_node=2)
+    cm = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0)
+    b = build(g, t, cost_model=cm)
+    a = pick(b, {"x": "n=2", "c1": "n=2", "c2": "h=2", "loss": "n=2"})
+    ev = b.problem.evaluate(a)
+    assert ev.edge_cost > 0
+    sim = simulate_assignment(b, a, bucket_bytes=None, overlap=False)
+    assert sim.step_seconds == pytest.approx(ev.cost, rel=1e-12)
+
+
+def test_bucketed_allreduce_hides_behind_the_backward_pass():
+    # two linear layers, data parallel on 2 GPUs, one all-reduce per layer: fc1's all-reduce
+    # starts when its backward ends and runs while fc0 computes its backward
+    g = LayerGraph()
+    g.input("x", (64, 1024))
+    g.linear("fc0", "x", 1024)
+    g.linear("fc1", "fc0", 1024)
+    g.loss("loss", "fc1")
+    t = clusters.get("abci", nodes=1, gpus_per_node=2)
+    b = build(g, t)
+    a = pick(b, {"*": "n=2"})
+    cm = b.cost_model
+    ph = {n: [float(x[0]) for x in cm.compute_phases(
+        g.layer(n), [[2, 1]] if n != "loss" else [[2]],
+        graph_inputs=(n == "fc0",), count_profile=False)] for n in ("fc0", "fc1", "loss")}
+    ar = {n: t.allreduce_seconds([0, 1], g.layer(n).params * 4, algorithm="auto")
+          for n in ("fc0", "fc1")}
+    fwd = sum(ph[n][0] for n in ph)
+    bwd_loss_fc1 = ph["loss"][1] + ph["fc1"][1]
+    upd = ph["fc0"][2] + ph["fc1"][2]
+    sim = simulate_assignment(b, a, bucket_bytes=None, overlap=True, trace=True)
+    # hand-built schedule: the comm stream runs fc1's all-reduce during fc0's backward
+    end_fc0 = fwd + bwd_loss_fc1 + ph["fc0"][1]
+    end_ar1 = fwd + bwd_loss_fc1 + ar["fc1"]
+    expect = max(end_fc0, end_ar1) + ar["fc0"] + upd
+    assert sim.step_seconds == pytest.approx(expect, rel=1e-12)
+    kinds = [(x.kind, x.name) for x in sim.tasks if x.device == 0]
+    assert ("allreduce", "fc1") in kinds and ("allreduce", "fc0") in kinds
+    # without overlap both wait for the backward pass: slower by the hidden part
+    plain = simulate_assignment(b, a, bucket_bytes=None, overlap=False)
+    assert plain.step_seconds == pytest.approx(
+        fwd + bwd_loss_fc1 + ph["fc0"][1] + ar["fc0"] + ar["fc1"] + upd, rel=1e-12)
+    assert sim.step_seconds < plain.step_seconds
+    # one 25 MiB bucket holds both gradients: a single all-reduce of their sum
+    one = simulate_assignment(b, a, bucket_bytes=25 * 2**20, overlap=True)
+    assert one.n_buckets == 1
+    both = t.allreduce_seconds([0, 1], (g.layer("fc0").params + g.layer("fc1").params) * 4,
+                               algorithm="auto")
+    assert one.step_seconds == pytest.approx(end_fc0 + both + upd, rel=1e-12)
+
+
+def test_a_transfer_hides_behind_a_branch_on_another_device():
+    # x -> a (serial, device 0) and x -> b (split by samples over devices 0, 1): device 1
+    # receives its half of x while device 0 computes a, so the transfer costs nothing
+    g = LayerGraph()
+    g.input("x", (64, 2048))
+    g.linear("a", "x", 2048, bias=False)
+    g.linear("b", "x", 64, bias=False)
+    g.loss("la", "a")
+    g.loss("lb", "b")
+    t = clusters.get("abci", nodes=1, gpus_per_node=2)
+    cm = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0)
+    built = build(g, t, cost_model=cm)
+    asg = pick(built, {"x": "serial", "a": "serial", "la": "serial", "b": "n=2", "lb": "n=2"})
+    ev = built.problem.evaluate(asg)
+    assert ev.edge_cost > 0
+    sim = simulate_assignment(built, asg, bucket_bytes=None, overlap=False, trace=True)
+    recv = [x for x in sim.tasks if x.kind == "recv" and x.device == 1]
+    a_fwd = next(x for x in sim.tasks if x.kind == "forward" and x.name == "a")
+    assert recv and recv[0].end <= a_fwd.end        # hidden behind a's forward
+    assert sim.step_seconds < ev.cost
+
+
+def test_simulate_a_plan_and_its_errors():
+    plan = mp.solve("lenet5", "abci", devices=4, solver="dp", cross_check=False)
+    sim = mp.simulate(plan)
+    assert sim.step_seconds > 0 and sim.step_seconds >= sim.compute_seconds
+    assert sim.exposed_seconds == pytest.approx(sim.step_seconds - sim.compute_seconds)
+    b = build(mp.models.get("lenet5"), clusters.get("abci", nodes=1))
+    with pytest.raises(InvalidAssignmentError, match="assignment"):
+        simulate_assignment(b, [0])
+    with pytest.raises(InvalidAssignmentError, match="needs an assignment"):
+        mp.simulate(b)
+    with pytest.raises(InvalidAssignmentError, match="configurations"):
+        mp.simulate(plan, config_options={"max_degree": {"n": 1}})
+    with pytest.raises(TypeError):
+        mp.simulate("lenet5")
+
+
+@pytest.mark.parametrize("name", ["resnet18", "inception_v3"])
+def test_simulated_steps_are_bounded_by_the_work(name):
+    # every simulated step lies between the busiest device's compute and the plain sum of
+    # all the work with nothing overlapped (the separable model without credits)
+    t = clusters.get("optcnn", nodes=2)
+    g = mp.models.get(name, batch_size=64)
+    b = build(g, t, cost_model=CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a = [int(rng.integers(k)) for k in b.problem.n_configs]
+        a = [x if np.isfinite(b.problem.node_costs[v][x]) else 0 for v, x in enumerate(a)]
+        sim = simulate_assignment(b, a, bucket_bytes=None, overlap=True)
+        assert sim.compute_seconds <= sim.step_seconds
+        assert sim.step_seconds <= b.problem.evaluate(a).cost * (1 + 1e-9) + 1e-12
+
+
+# ---------------------------------------------------------------------- k best and rerank
+def test_k_best_matches_brute_force_with_and_without_a_budget():
+    import itertools
+
+    from milp_parallel.kbest import k_best
+    b = build(mlp(batch=8, width=32, layers=4), clusters.get("abci", nodes=1, gpus_per_node=2))
+    for p in (b.problem.with_memory_limit(None), None):
+        if p is None:       # a budget that cuts off some of the best assignments
+            free = b.problem.with_memory_limit(None)
+            peaks = sorted({float(free.evaluate(a).peak_memory.max())
+                            for a in itertools.product(*[range(k) for k in free.n_configs])})
+            p = free.with_memory_limit(peaks[len(peaks) // 3])
+        every = []
+        for a in itertools.product(*[range(k) for k in p.n_configs]):
+            ev = p.evaluate(a)
+            if ev.feasible:
+                every.append(ev.cost)
+        every.sort()
+        got = k_best(p, 12)
+        assert [s.objective for s in got] == pytest.approx(every[:12], rel=1e-12)
+        assert len({s.assignment for s in got}) == len(got)
+        assert all(p.evaluate(s.assignment).feasible for s in got)
+        if p.has_budget:        # the budget did cut some of the best assignments off
+            assert [s.assignment for s in got] != [
+                s.assignment for s in k_best(p.with_memory_limit(None), 12)]
+
+
+def test_solve_reranks_by_simulated_time():
+    plan = mp.solve("alexnet", "optcnn", devices=4, solver="dp", cross_check=False, rerank=4)
+    assert len(plan.rerank) == 4 and sum(c["chosen"] for c in plan.rerank) == 1
+    preds = [c["predicted_seconds"] for c in plan.rerank]
+    assert preds == sorted(preds) and preds[0] == pytest.approx(plan.objective)
+    chosen = next(c for c in plan.rerank if c["chosen"])
+    assert chosen["simulated_seconds"] == min(c["simulated_seconds"] for c in plan.rerank)
+    assert plan.simulated_step_seconds == pytest.approx(chosen["simulated_seconds"])
+    assert plan.step_seconds == pytest.approx(chosen["predicted_seconds"])
+    assert all(b.simulated_step_seconds > 0 for b in plan.baselines.values())
+    assert mp.Plan.from_json(plan.to_json()) == plan
+    assert "re-ranked 4 best plans" in str(plan)
+    quiet = mp.solve("lenet5", "abci", devices=2, solver="dp", cross_check=False,
+                     simulate=False)
+    assert quiet.simulated_step_seconds is None and quiet.rerank == ()
+    with pytest.raises(mp.InvalidProblemError, match="rerank"):
+        mp.solve("lenet5", "abci", devices=2, solver="dp", cross_check=False, rerank=0)
