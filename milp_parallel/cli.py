@@ -109,6 +109,15 @@ def _memory(text: str) -> str:
     return text.strip()
 
 
+def _size(text: str) -> int:
+    """A size in bytes (``4MiB``, ``65536``)."""
+    from .units import parse_bytes
+    try:
+        return int(parse_bytes(text))
+    except (FormatError, InvalidOptionError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seconds(text: str) -> float | None:
     """A ``--time-limit``: a duration (``60``, ``2min``) > 0; ``inf`` or ``none``: no limit."""
     from .solvers.options import validate_time_limit
@@ -436,7 +445,7 @@ def _add_calibrate(sub, common, fmt) -> None:
                    help="torch threads per process (default 1)")
     p.add_argument("--repeats", type=_positive_int, default=15,
                    help="timed repetitions per message size (default 15)")
-    p.add_argument("--max-bytes", type=_memory, default=16 * 2**20, metavar="SIZE",
+    p.add_argument("--max-bytes", type=_size, default=16 * 2**20, metavar="SIZE",
                    help="largest message (default 16MiB; sizes from 4KiB by factors of 4)")
     p.add_argument("--profile", metavar="FILE",
                    help="also write the per-op profile table of the --model(s) there")

@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import math
 import os
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -171,6 +172,11 @@ class Plan:
         ``name -> Baseline``.
     memory_limit_bytes : float or None
         The budget per device the problem was solved under (``None``: no budget).
+    budget_effect : dict
+        When the budget binds: ``device`` (the one with the least room), ``headroom_bytes``
+        (budget minus its peak), ``unconstrained_step_seconds`` (the optimum without the
+        budget, when the exact search could compute it) and ``cost_of_budget`` (the plan's
+        step over that, minus one). Empty otherwise. See also :attr:`binding_device`.
     assignment : tuple of int
         The configuration index of each problem node (to re-evaluate the plan on the
         problem).
@@ -217,6 +223,7 @@ class Plan:
     solver_stats: Mapping[str, Any] = field(default_factory=dict)
     problem_size: Mapping[str, Any] = field(default_factory=dict)
     constraints: Mapping[str, Any] = field(default_factory=dict)
+    budget_effect: Mapping[str, Any] = field(default_factory=dict)
     simulated_step_seconds: float | None = None
     rerank: tuple[Mapping[str, Any], ...] = ()
 
@@ -230,6 +237,19 @@ class Plan:
     def peak_memory_bytes(self) -> float:
         """The largest per-device peak memory."""
         return max(self.memory_bytes) if self.memory_bytes else 0.0
+
+    @property
+    def binding_device(self) -> int | None:
+        """The device with the least room under the budget (``None`` without a budget)."""
+        if self.memory_limit_bytes is None or not self.memory_bytes:
+            return None
+        return int(np.argmax(np.asarray(self.memory_bytes)))
+
+    @property
+    def memory_headroom_bytes(self) -> float | None:
+        """Budget minus the peak of :attr:`binding_device` (``None`` without a budget)."""
+        d = self.binding_device
+        return None if d is None else float(self.memory_limit_bytes - self.memory_bytes[d])
 
     def layer(self, name: str) -> LayerChoice:
         """The :class:`LayerChoice` of the layer called ``name``.
@@ -411,6 +431,15 @@ def format_plan(plan: Plan) -> str:
               else f"budget {_gib(plan.memory_limit_bytes)} GiB")
     lines.append(f"memory: peak {_gib(plan.peak_memory_bytes)} GiB per device "
                  f"(capacity {_gib(plan.memory_capacity_bytes)} GiB, {budget})")
+    eff = plan.budget_effect
+    if eff:
+        line = (f"the budget binds on device {eff['device']} ({_gib(eff['headroom_bytes'])} GiB "
+                "left)")
+        if eff.get("unconstrained_step_seconds") is not None:
+            line += (f"; without it the step would be "
+                     f"{_ms(eff['unconstrained_step_seconds'])} ms: the budget costs "
+                     f"{100 * eff['cost_of_budget']:.3g}%")
+        lines.append(line)
     lines.append("")
     w = max([len("layer")] + [len(lc.name) for lc in plan.layers])
     wo = max([len("op")] + [len(lc.op) for lc in plan.layers])
@@ -979,7 +1008,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
           config_options: Mapping[str, Any] | None = None, cost_model=None,
           profile=None, fixed: Mapping[str, Any] | None = None,
           forbid: Mapping[str, Any] | None = None, simulate: bool = True,
-          rerank: int | None = None, **solver_options: Any) -> Plan:
+          rerank: int | None = None, progress: bool | None = None,
+          **solver_options: Any) -> Plan:
     """Find the fastest layer-wise parallelization of a model on a cluster.
 
     Parameters
@@ -1027,6 +1057,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         its producer pins the producer's node (they share the layout).
     forbid : mapping, optional
         Forbid configurations: ``{"conv1": "serial", "fc6": ["c=4", "n=2 c=2"]}``.
+    progress : bool, optional
+        Show the solver's best cost, bound and gap while it works, on one line of stderr
+        (:class:`~milp_parallel.progress.ProgressLine`); default: when stderr is a terminal.
+        A ``callback`` in ``solver_options`` is used instead.
     simulate : bool, default True
         Also run the step simulator (:func:`milp_parallel.simulate`) on the plan and every
         baseline (``simulated_step_seconds``).
@@ -1096,7 +1130,16 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     options = dict(solver_options)
     if time_limit is not None:
         options["time_limit"] = time_limit
-    result = solve_problem(target, solver, **options)
+    line = None
+    if (sys.stderr.isatty() if progress is None else progress) and "callback" not in options:
+        from .progress import ProgressLine
+        line = ProgressLine(f"{model_name} on {cluster_name} ({topo.n_devices} devices)")
+        options["callback"] = line
+    try:
+        result = solve_problem(target, solver, **options)
+    finally:
+        if line is not None:
+            line.close()
     logger.info("%s on %s (%d devices): %r", model_name, cluster_name, topo.n_devices, result)
 
     check = CrossCheck(NOT_RUN, "cross_check=False", solver_seconds=float(result.seconds))
@@ -1171,12 +1214,38 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                       "max_configs": int(problem.n_configs.max()),
                       "edge_table_entries": int(sum(t.size for t in problem.edge_costs)),
                       "build_seconds": float(b.build_seconds)},
-        constraints=constraints, simulated_step_seconds=sims(a), rerank=tuple(reranked))
+        constraints=constraints, simulated_step_seconds=sims(a), rerank=tuple(reranked),
+        budget_effect=_budget_effect(target, ev, budget, step))
     inputs = dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
                                  forbid=dict(constraints.get("forbid", {})))
     object.__setattr__(plan, "_solve_inputs", inputs)   # for plan.explain(); not saved
     return plan
 
+
+
+#: The budget binds when the plan leaves less than this share of it free on some device.
+_BINDING_SHARE = 0.01
+
+
+def _budget_effect(problem: Problem, ev, budget: float | None, step: float) -> dict:
+    """What the memory budget costs the plan (see :attr:`Plan.budget_effect`)."""
+    if budget is None or ev.peak_memory is None:
+        return {}
+    d = int(np.argmax(ev.peak_memory))
+    headroom = float(budget - ev.peak_memory[d])
+    if headroom > _BINDING_SHARE * budget:
+        return {}
+    out: dict[str, Any] = {"device": d, "headroom_bytes": headroom,
+                           "unconstrained_step_seconds": None, "cost_of_budget": None}
+    try:
+        free = solve_problem(problem.with_memory_limit(None), "dp", time_limit=10.0)
+    except Exception as exc:          # noqa: BLE001 - a diagnosis only
+        logger.info("the unconstrained optimum was not computed: %s", exc)
+        return out
+    if free.status == OPTIMAL and free.objective > 0:
+        out["unconstrained_step_seconds"] = float(free.objective)
+        out["cost_of_budget"] = step / float(free.objective) - 1.0
+    return out
 
 
 def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,

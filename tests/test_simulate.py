@@ -208,5 +208,5 @@ def test_solve_reranks_by_simulated_time():
     quiet = mp.solve("lenet5", "abci", devices=2, solver="dp", cross_check=False,
                      simulate=False)
     assert quiet.simulated_step_seconds is None and quiet.rerank == ()
-    with pytest.raises(mp.InvalidProblemError, match="rerank"):
+    with pytest.raises(mp.InvalidOptionError, match="rerank"):
         mp.solve("lenet5", "abci", devices=2, solver="dp", cross_check=False, rerank=0)
