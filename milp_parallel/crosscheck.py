@@ -38,7 +38,8 @@ from .problem import Problem
 from .solvers import MILP_SOLVERS, available_solvers, get_solver, solve_problem
 from .solvers.result import INFEASIBLE, OPTIMAL, SolveResult
 
-__all__ = ["CrossCheck", "cross_check", "compare", "checker_for", "CROSS_CHECK_RTOL",
+__all__ = ["CrossCheck", "cross_check", "compare", "checker_for", "default_check_seconds",
+           "CROSS_CHECK_RTOL",
            "AGREED", "BOUNDED", "NOT_RUN", "OUTCOMES"]
 
 #: Relative tolerance of the cross-check: two proved optima must agree within it.
@@ -224,6 +225,17 @@ def compare(problem: Problem, result: SolveResult, check: SolveResult, *,
                       f"{how}", **done)
 
 
+def default_check_seconds(solver_seconds: float) -> float:
+    """The checker's time limit when none is given: 3x the main solver's time, at least 10 s.
+
+    Examples
+    --------
+    >>> default_check_seconds(0.2), default_check_seconds(40.0)
+    (10.0, 120.0)
+    """
+    return max(10.0, 3.0 * float(solver_seconds))
+
+
 def checker_for(result: SolveResult, problem: Problem) -> str | None:
     """The registry name of the method independent of ``result``'s (``None``: none)."""
     used_dp = result.solver == "dp" or result.stats.get("presolve") == "dp"
@@ -247,7 +259,9 @@ def cross_check(problem: Problem, result: SolveResult, *, time_limit: float | No
     result : SolveResult
         The main solver's result.
     time_limit : float, optional
-        Seconds for the checker.
+        Seconds for the checker; default :func:`default_check_seconds` of the main solver's
+        time (a check must not take hours where the main solver took seconds: without a
+        proof in time it says ``bounded`` or ``not_run``).
     checker : str, optional
         Override the choice of :func:`checker_for` (it must be independent of ``result``).
     **options
@@ -271,8 +285,8 @@ def cross_check(problem: Problem, result: SolveResult, *, time_limit: float | No
                "intervals)")
         return CrossCheck(NOT_RUN, why, solver_seconds=float(result.seconds)), None
     opts = dict(options)
-    if time_limit is not None:
-        opts["time_limit"] = time_limit
+    opts["time_limit"] = default_check_seconds(result.seconds) if time_limit is None \
+        else time_limit
     if name in MILP_SOLVERS:
         opts["presolve"] = "milp"              # never lean on the exact search to check it
     try:

@@ -1,41 +1,75 @@
-"""``solver="auto"``: pick a backend by evidence.
+"""``solver="auto"``: pick a backend by committed evidence.
 
-Rule (:func:`choose`):
-
-1. No memory budget, or the all-live model: ``"dp"`` when available (exact and fastest;
-   its budget search is a Lagrangian branch-and-bound that stays exact).
-2. Otherwise (interval memory with a budget, which the DP does not handle, or no dp module):
-   ``"highs"`` when highspy is installed, else ``"cbc"``, else ``"cpsat"``.
-
-Evidence (``python benchmarks/solver_scaling.py --quick --time-limit 30``; 2 shared cores,
-1 thread per MILP backend; seconds are total = build (warm start + presolve + formulation,
-about the same for every backend) + the solver; ``+budget`` = binding all-live budget):
-
-=====================  ==============  ==============  ===================  ==========
-case                   highs           cbc             cpsat                dp
-=====================  ==============  ==============  ===================  ==========
-IOPDDL G (intervals)   optimal 6.3 s   optimal 10.9 s  feasible at 30 s     refuses
-chain-100-16           optimal 0.9 s   optimal 1.1 s   feasible at 30 s     0.00 s
-chain-100-16+budget    optimal 1.0 s   optimal 4.1 s   feasible at 30 s     0.06 s
-chain-200-32           optimal 5.3 s   optimal 11 s    feasible at 30 s     0.02 s
-chain-200-32+budget    optimal 12 s    gap 6e-4, 30 s  gap 0.66, 30 s       5.6 s
-sp-100-16+budget       optimal 5.9 s   gap 8e-4, 30 s  gap 0.51, 30 s       2.6 s
-sp-200-32              optimal 7.1 s   optimal 20 s    feasible at 30 s     -
-=====================  ==============  ==============  ===================  ==========
-
-So: the DP where it is exact; otherwise HiGHS, then CBC (slower, same answers), then CP-SAT
-(which rarely closes these LP-tight models within a minute). Before presolve, CBC held a
-solution 6000x off the optimum of G after 300 s.
+Each :class:`Rule` covers one kind of problem, lists the backends in the order to try (the
+first available one that accepts the problem is used) and cites the rows of
+``benchmarks/results/solver_scaling.csv`` (``python benchmarks/solver_scaling.py``; machine
+and date in the file) that support the order; ``tests/test_auto.py`` checks that every cited
+row exists and says what the rule claims. Change a rule only with a new measurement.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..problem import Problem
 
-__all__ = ["choose", "PREFERENCE"]
+__all__ = ["choose", "Rule", "RULES", "PREFERENCE", "problem_kind", "EVIDENCE"]
 
-#: MILP backends in order of preference (by the measurements above).
+#: The committed measurement the rules cite (relative to the repository root).
+EVIDENCE = "benchmarks/results/solver_scaling.csv"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How ``auto`` chooses for one kind of problem.
+
+    Attributes
+    ----------
+    kind : str
+        ``"no_budget"``, ``"all_live_budget"`` or ``"interval_budget"``
+        (:func:`problem_kind`).
+    order : tuple of str
+        Backends to try, best first.
+    faster : tuple of (case, solver, than)
+        Rows of :data:`EVIDENCE`: on ``case``, ``solver`` proved the optimum and was faster
+        than ``than`` (or ``than`` did not prove it within the limit).
+    why : str
+    """
+
+    kind: str
+    order: tuple[str, ...]
+    faster: tuple[tuple[str, str, str], ...]
+    why: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("no_budget", ("dp", "highs", "cbc", "cpsat"),
+         (("resnet50-16", "dp", "highs"), ("resnet152-64", "dp", "highs"),
+          ("densenet121-64", "dp", "highs"), ("inception_v3-64", "dp", "highs")),
+         "the exact search's eliminations take milliseconds on the zoo's series-parallel "
+         "graphs; the MILP backends prove the same optima through the LP dual in about a "
+         "second"),
+    Rule("all_live_budget", ("highs", "dp", "cbc", "cpsat"),
+         (("vgg16-16+budget", "highs", "dp"), ("resnet50-16+budget", "highs", "dp"),
+          ("densenet121-16+budget", "highs", "dp")),
+         "with a binding budget the Lagrangian gap of the exact search's relaxation stays "
+         "open for minutes, while the LP-dual presolve shrinks the MILP to a few thousand "
+         "columns that HiGHS's branch-and-cut closes"),
+    Rule("interval_budget", ("highs", "cbc", "cpsat"),
+         (("iopddl-G", "cbc", "cpsat"), ("iopddl-G", "highs", "cpsat")),
+         "the exact search does not handle interval budgets; HiGHS and CBC prove instance G, "
+         "CP-SAT does not within the limit"),
+)
+
+#: MILP backends in order of preference when the exact search cannot be used.
 PREFERENCE = ("highs", "cbc", "cpsat")
+
+
+def problem_kind(problem: Problem) -> str:
+    """``"no_budget"``, ``"all_live_budget"`` or ``"interval_budget"``."""
+    if not problem.has_budget:
+        return "no_budget"
+    return "interval_budget" if problem.intervals is not None else "all_live_budget"
 
 
 def choose(problem: Problem) -> str:
@@ -54,13 +88,15 @@ def choose(problem: Problem) -> str:
     --------
     >>> import numpy as np
     >>> p = Problem([np.array([1.0, 2.0])], [], [])
-    >>> choose(p) in ("dp", "highs", "cbc", "cpsat")
-    True
+    >>> choose(p)
+    'dp'
     """
     from . import get_solver
 
-    for name in ("dp",) + PREFERENCE:
+    kind = problem_kind(problem)
+    rule = next(r for r in RULES if r.kind == kind)
+    for name in rule.order:
         backend = get_solver(name)
         if backend.available() and backend.accepts(problem) is None:
             return name
-    return PREFERENCE[0]
+    return rule.order[0]
