@@ -178,10 +178,12 @@ def test_gap_and_branch_limit_are_honest():
     p = Problem([rng.random(k) * 10 for _ in range(n)], edges,
                 [rng.random((k, k)) for _ in edges], memory=mem,
                 memory_limit=lo + 0.2 * (hi - lo))
-    exact = solve_problem(p, "dp")
+    exact = solve_problem(p, "dp", shrink=False)
     assert exact.status == "optimal"
     assert exact.stats["branch_nodes"] > 1        # the budget binds: a real search
-    limited = solve_problem(p, "dp", max_branch_nodes=1)
+    shrunk = solve_problem(p, "dp")               # root fixing, then the Pareto search
+    assert shrunk.status == "optimal" and shrunk.objective == pytest.approx(exact.objective)
+    limited = solve_problem(p, "dp", max_branch_nodes=1, shrink=False)
     assert limited.status == "feasible"
     assert limited.objective >= exact.objective - 1e-9
     assert limited.bound <= exact.objective + 1e-9

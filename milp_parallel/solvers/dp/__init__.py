@@ -30,6 +30,7 @@ from ..options import Deadline
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relative_gap
 from .budget import INTERVAL_MESSAGE, BudgetSearch, LagrangianBound, dp_lower_bound
 from .engine import _ORDERINGS, DEFAULT_MAX_TABLE_SIZE, Engine, OutOfTime, solve_unconstrained
+from .pareto import pareto_search
 
 __all__ = ["DPSolver", "solve_unconstrained", "dp_lower_bound", "LagrangianBound", "Engine",
            "DEFAULT_MAX_TABLE_SIZE"]
@@ -83,6 +84,9 @@ class DPSolver(Solver):
         Option("root_iterations", 60, check_int("root_iterations", 1)),
         Option("node_iterations", 8, check_int("node_iterations", 1)),
         Option("fixing", True, check_bool("fixing")),
+        Option("shrink", True, check_bool("shrink"),
+               "after the root's reduced-cost fixing, search the problem restricted to the "
+               "configurations left (smaller tables for every later pass)"),
         Option("merge", False, check_bool("merge"),
                "solution merging in the budget search (a nested exact search over the "
                "configurations of the relaxed solutions)"),
@@ -165,7 +169,7 @@ class DPSolver(Solver):
             root_iterations=options["root_iterations"],
             node_iterations=options["node_iterations"], fixing=options["fixing"],
             merge_seconds=_merge_seconds(deadline) if options["merge"] else 0.0,
-            callback=options["callback"])
+            callback=options["callback"], root_only=options["shrink"])
         warm = options["warm_start"]
         if warm is not None:
             search.offer(problem.check_assignment(warm))
@@ -189,6 +193,10 @@ class DPSolver(Solver):
         for a in argmins:
             search.local_search(a, allowed0)
         status, bound, n_bb = search.run(allowed0)
+        if options["shrink"] and status == FEASIBLE and search.root_allowed is not None \
+                and not search.out_of_time():
+            status, bound, best = self._shrunk(problem, search, options, deadline, stats)
+            search.best_a = best if best is not None else search.best_a
         stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
                      branch_nodes=n_bb, fixed_configs=search.fixed,
                      local_searches=search.local_searches, merges=search.merges,
@@ -196,3 +204,72 @@ class DPSolver(Solver):
         if status in (FEASIBLE, UNKNOWN) and search.out_of_time():
             stats["time_limit_reached"] = True
         return done(status, search.best_a, bound)
+
+    def _shrunk(self, problem: Problem, search: BudgetSearch, options: dict[str, Any],
+                deadline: Deadline, stats: dict) -> tuple[str, float, np.ndarray | None]:
+        """Search the problem restricted to the configurations the root's reduced-cost
+        fixing left (exact: a removed configuration is in no assignment cheaper than the
+        root's prune level, so the optimum is the better of the restricted optimum and the
+        incumbent; a bound is the smaller of the restricted bound and that level)."""
+        keep = [np.nonzero(al)[0] for al in search.root_allowed]
+        stats["shrunk_configs"] = int(sum(k.size for k in keep))
+        sub = Problem([c[k] for c, k in zip(problem.node_costs, keep)], problem.edges,
+                      [t[np.ix_(keep[int(u)], keep[int(w)])]
+                       for (u, w), t in zip(problem.edges, problem.edge_costs)],
+                      memory=[m[k] for m, k in zip(problem.memory, keep)],
+                      memory_limit=problem.memory_limit)
+        inc, inc_f = search.best_a, search.best_f
+        warm = None
+        if inc is not None and all(np.isin(inc[v], keep[v]) for v in range(problem.n_nodes)):
+            warm = np.array([int(np.searchsorted(keep[v], inc[v]))
+                             for v in range(problem.n_nodes)])
+        sub_opts = {k: options[k] for k in ("eliminations", "ordering", "max_table_size",
+                                            "max_branch_nodes", "root_iterations",
+                                            "node_iterations", "fixing", "merge", "gap")}
+        if search.active.size == 1:
+            # one binding device: the exact Pareto search over what fixing left
+            try:
+                pr = pareto_search(sub, int(search.active[0]), float(search.budget[0]),
+                                   upper=inc_f, lam=float(search.root_lam[0])
+                                   if search.root_lam.size else 0.0, deadline=deadline)
+            except OutOfTime:
+                pr = None
+                stats["pareto"] = "out of time"
+            if pr is not None:
+                stats["pareto_points"] = pr.points
+                best, best_f = inc, inc_f
+                if pr.assignment is not None:
+                    a = np.array([keep[v][i] for v, i in enumerate(pr.assignment)],
+                                 dtype=np.int64)
+                    ev = problem.evaluate(a)
+                    if ev.feasible and ev.cost < best_f:
+                        best, best_f = a, float(ev.cost)
+                stats["shrunk_status"] = "pareto: exact"
+                if best is not None:
+                    return OPTIMAL, best_f, best
+                return INFEASIBLE, math.inf, None
+            elif "pareto" not in stats:
+                stats["pareto"] = "not applicable or too many points"
+        r = DPSolver().solve(sub, time_limit=deadline.left(), warm_start=warm, shrink=False,
+                             callback=options["callback"], **sub_opts)
+        stats["shrunk_status"] = r.status
+        for key in ("branch_nodes", "dp_runs", "fixed_configs"):
+            stats[f"shrunk_{key}"] = r.stats.get(key)
+        best, best_f = inc, inc_f
+        if r.assignment is not None:
+            a = np.array([keep[v][i] for v, i in enumerate(r.assignment)], dtype=np.int64)
+            if r.objective < best_f:
+                best, best_f = a, float(problem.evaluate(a).cost)
+        if best is None:
+            if r.status == INFEASIBLE:
+                return INFEASIBLE, math.inf, None
+            return UNKNOWN, r.bound, None
+        level = search.root_level            # what the fixing removed costs at least this
+        if r.status in (OPTIMAL, INFEASIBLE):
+            bound = min(r.objective if r.status == OPTIMAL else math.inf, level)
+        else:
+            bound = min(r.bound, level)
+        # the prune level sits a relative 1e-10 below the incumbent (the search's tolerance)
+        if best_f - bound <= max(1e-9 * abs(best_f), options["gap"] * abs(best_f)):
+            return OPTIMAL, best_f, best
+        return FEASIBLE, bound, best

@@ -154,7 +154,8 @@ class BudgetSearch:
 
     def __init__(self, problem: Problem, eng: Engine, *, gap: float, deadline: Deadline,
                  max_branch_nodes: int, root_iterations: int, node_iterations: int,
-                 fixing: bool = True, merge_seconds: float = 0.0, callback=None):
+                 fixing: bool = True, merge_seconds: float = 0.0, callback=None,
+                 root_only: bool = False):
         self.p = problem
         self.eng = eng
         self.gap = gap
@@ -181,6 +182,10 @@ class BudgetSearch:
         self.merges = 0
         self.callback = callback
         self.global_bound = -math.inf
+        self.root_only = root_only
+        self.root_allowed: list | None = None      # configurations left after root fixing
+        self.root_level = math.inf                 # the prune level they were fixed against
+        self.root_lam = np.zeros(0)
         k = problem.n_configs
         self.offsets = np.concatenate([[0], np.cumsum(k)])
         self.nbrs: list[list] = [[] for _ in range(problem.n_nodes)]
@@ -601,6 +606,12 @@ class BudgetSearch:
                 bound = min(min(h[0] for h in heap), lowest_pruned, self.best_f)
                 return (FEASIBLE if self.best_a is not None else UNKNOWN), bound, n_nodes
             bound = max(bound, pb)
+            if n_nodes == 1:
+                self.root_allowed = [al.copy() for al in allowed]
+                self.root_level = self.prune_level()
+                self.root_lam = np.asarray(lam, dtype=float).copy()
+                if self.root_only and a is not None and bound < self.prune_level():
+                    return FEASIBLE, min(bound, self.best_f), 1
             if n_nodes in (1, 20, 200) and self.merge_seconds > 0:
                 try:
                     self.merge(self.merge_seconds)
