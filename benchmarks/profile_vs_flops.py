@@ -1,11 +1,15 @@
-"""Measured vs FLOP-estimated compute time, and how much the chosen plan changes.
+"""Measured vs estimated compute time (roofline and FLOP models), and how the plan changes.
 
 On this machine's CPU: time ResNet-50's tiles with torch (``milp_parallel.profile``), compare
-with the cost model's FLOP estimate (``CostModel.compute_seconds``: FLOPs / device FLOP/s,
-backward = 2x forward for layers with weights, 1x otherwise) where the device's FLOP/s is a
-measured fp32 matmul rate of this CPU, then solve the plan under both cost models and report
-how many layers change configuration and the predicted step times (each plan also evaluated
-under the measured costs).
+forward+backward with the cost model's two estimates: the per-op roofline (the default:
+``milp_parallel.roofline``, on a device whose dense FLOP/s, copy bandwidth and per-op time are
+measured on this CPU by ``milp_parallel.calibrate.measure_device``) and the older FLOP model
+(``compute_model="flops"``: FLOPs / FLOP/s, backward = 2x forward for layers with weights, 1x
+otherwise). It reports measured / estimated per op class for both (the roofline's error per op
+class), then solves the plan under the roofline and under the measured costs and reports how
+many layers change configuration and the predicted step times (each plan also evaluated under
+the measured costs). No GPU here: the per-op CUDA table of the issue needs one (``--device
+cuda`` of ``milp-parallel profile``).
 
 The "cluster" is this CPU replicated ``--devices`` times behind the links of the ``pcie_box``
 preset, so that estimates and measurements describe the same device.
@@ -29,6 +33,7 @@ import torch
 
 from milp_parallel import clusters, models
 from milp_parallel.build import build
+from milp_parallel.calibrate import measure_device
 from milp_parallel.configs import config_label, enumerate_configs, tile_extent
 from milp_parallel.costs import CostModel
 from milp_parallel.plan import solve
@@ -64,11 +69,15 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     graph = models.get(args.model, batch_size=args.batch_size, image_size=args.image_size)
     flops = cpu_matmul_flops()
+    cpu = measure_device(threads=args.threads)
     base = clusters.get("pcie_box")
-    topo = Topology(Device("this-cpu", 64e9, flops, 1.0), base.levels,
+    topo = Topology(Device("this-cpu", 64e9, flops, 1.0, cpu.memory_bandwidth_bytes_per_s,
+                           cpu.kernel_launch_s), base.levels,
                     name="cpu-x" + str(base.n_devices)).with_devices(args.devices)
     print(f"{args.model}: {len(graph)} layers, batch {args.batch_size}, image "
-          f"{args.image_size}; CPU matmul {flops / 1e9:.1f} GFLOP/s, "
+          f"{args.image_size}; CPU matmul {flops / 1e9:.1f} GFLOP/s, copy "
+          f"{cpu.memory_bandwidth_bytes_per_s * 0.8 / 1e9:.1f} GB/s, "
+          f"{cpu.kernel_launch_s * 1e6:.1f} us per op, "
           f"{torch.get_num_threads()} threads; {args.devices} devices")
 
     t0 = time.perf_counter()
@@ -78,6 +87,11 @@ def main() -> None:
     print(f"profiled {len(table)} distinct tiles in {profile_s:.1f} s")
 
     estimate = CostModel(topo)
+    flop_model = CostModel(topo, compute_model="flops")
+
+    def fwd_bwd(cm, layer, cfg):
+        f, b, _ = cm.compute_phases(layer, cfg)
+        return f + b
     # ratio table: a few layers x a few configurations
     picks = [L for L in graph.layers if L.op != "input"]
     wanted = {"conv": 3, "batchnorm": 1, "elementwise": 1, "add": 1, "pool": 1,
@@ -89,7 +103,7 @@ def main() -> None:
             continue
         seen[layer.op] += 1
         cfg = enumerate_configs(layer, args.devices)
-        est = estimate.compute_seconds(layer, cfg)
+        est = fwd_bwd(estimate, layer, cfg)
         ext = tile_extent(np.asarray(layer.output_shape), cfg)
         chosen = sorted({0, len(cfg) - 1, int(np.argmax(cfg[:, 0])), len(cfg) // 2})
         for k in chosen:
@@ -107,20 +121,25 @@ def main() -> None:
         print(f"{r['layer']:<22}{r['op']:<13}{r['config']:<12}{r['estimate_s'] * 1e3:>12.3f}"
               f"{meas:>13}{ratio:>8}")
 
-    # per-op geometric mean of measured / estimated over every profiled serial tile
-    per_op = defaultdict(list)
+    # per-op geometric mean of measured / estimated over every profiled tile, both models
+    per_op = {"roofline": defaultdict(list), "flops": defaultdict(list)}
     for layer in picks:
         cfg = enumerate_configs(layer, args.devices)
-        est = estimate.compute_seconds(layer, cfg)
+        ests = {"roofline": fwd_bwd(estimate, layer, cfg), "flops": fwd_bwd(flop_model, layer,
+                                                                           cfg)}
         ext = tile_extent(np.asarray(layer.output_shape), cfg)
         for k in range(len(cfg)):
             meas = table.lookup(layer, tuple(int(x) for x in ext[k]))
-            if meas and est[k] > 0:
-                per_op[layer.op].append(meas / est[k])
-    print("\nmeasured / estimated, geometric mean over all tiles:")
-    summary = {op: float(np.exp(np.mean(np.log(v)))) for op, v in sorted(per_op.items())}
-    for op, g in summary.items():
-        print(f"  {op:<13}{g:8.2f}  ({len(per_op[op])} tiles)")
+            for name, est in ests.items():
+                if meas and est[k] > 0:
+                    per_op[name][layer.op].append(meas / est[k])
+    print("\nmeasured / estimated, geometric mean over all tiles (1.00 = exact):")
+    print(f"  {'op':<13}{'roofline':>10}{'flops':>10}  tiles")
+    summary = {name: {op: float(np.exp(np.mean(np.log(v)))) for op, v in sorted(d.items())}
+               for name, d in per_op.items()}
+    for op in summary["roofline"]:
+        print(f"  {op:<13}{summary['roofline'][op]:10.2f}{summary['flops'].get(op, 0):10.2f}"
+              f"  {len(per_op['roofline'][op])}")
 
     # plans under both cost models
     measured = CostModel(topo, profile=table)

@@ -54,7 +54,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 

@@ -193,9 +193,11 @@ class Plan:
         bucketed all-reduces overlapped with the backward pass, concurrent branches); ``None``
         when not simulated. ``step_seconds`` is the solver's separable prediction.
     rerank : tuple of dict
-        With ``solve(..., rerank=k)``: the ``k`` best assignments by predicted time, each
-        ``{"rank", "predicted_seconds", "simulated_seconds", "chosen"}`` (the plan is the
-        chosen one: the fastest simulated). Empty otherwise.
+        With ``solve(..., rerank=k)``: the candidates, the ``k`` best assignments by predicted
+        time then the baselines not among them, each ``{"rank", "baseline",
+        "predicted_seconds", "simulated_seconds", "chosen"}`` (``rank`` by prediction for
+        the k best, ``baseline`` the baseline's name otherwise; the plan is the chosen one:
+        the fastest simulated). Empty otherwise.
     """
 
     model: str
@@ -425,8 +427,11 @@ def format_plan(plan: Plan) -> str:
                      "and concurrency; the line above is the solver's separable prediction)")
     if plan.rerank:
         chosen = next(c for c in plan.rerank if c["chosen"])
-        lines.append(f"re-ranked {len(plan.rerank)} best plans by simulated time: chose the "
-                     f"#{chosen['rank'] + 1} by prediction")
+        which = (f"the #{chosen['rank'] + 1} by prediction" if chosen["rank"] is not None
+                 else f"the {chosen['baseline']} baseline")
+        k = sum(c["rank"] is not None for c in plan.rerank)
+        lines.append(f"re-ranked the {k} best plans and the baselines by simulated time: "
+                     f"chose {which}")
     budget = ("no budget" if plan.memory_limit_bytes is None
               else f"budget {_gib(plan.memory_limit_bytes)} GiB")
     lines.append(f"memory: peak {_gib(plan.peak_memory_bytes)} GiB per device "
@@ -1066,9 +1071,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         baseline (``simulated_step_seconds``).
     rerank : int, optional
         Re-rank the ``rerank`` best distinct assignments (by predicted time,
-        :func:`milp_parallel.kbest.k_best`) by simulated time and return the fastest
-        simulated one (``plan.rerank`` lists them). Costs about ``rerank`` x nodes exact
-        solves.
+        :func:`milp_parallel.kbest.k_best`) and the baselines by simulated time and return
+        the fastest simulated one (``plan.rerank`` lists them). Costs about ``rerank`` x
+        nodes exact solves. ``status``, ``objective`` and ``bound`` stay the solver's (of the
+        predicted optimum); ``step_seconds`` is the chosen plan's prediction.
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
@@ -1159,7 +1165,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
 
     acc = _Accounting(b)
     a = np.asarray(result.assignment, dtype=np.int64)
-    sims, reranked = _simulations(b, target, a, simulate, rerank, time_limit)
+    base_asg = baseline_assignments(problem, acc.nodes, topo.n_devices)
+    sims, reranked = _simulations(b, target, a, simulate, rerank, time_limit, base_asg)
     if reranked:
         a = np.asarray(next(c["assignment"] for c in reranked if c["chosen"]), dtype=np.int64)
         reranked = tuple({k: v for k, v in c.items() if k != "assignment"} for c in reranked)
@@ -1182,7 +1189,7 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                        "objective (%.6g s)", what, comp + sync + xfer, step)
 
     baselines = {}
-    for name, ba in baseline_assignments(problem, acc.nodes, topo.n_devices).items():
+    for name, ba in base_asg.items():
         bev = problem.evaluate(ba)
         bc, bs, bx = acc.totals(ba)
         labels = [problem.config_labels[v][c] for v, c in enumerate(ba)]
@@ -1249,8 +1256,13 @@ def _budget_effect(problem: Problem, ev, budget: float | None, step: float) -> d
 
 
 def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
-                 rerank: int | None, time_limit: float | None):
-    """``(simulated time of an assignment or None, re-ranked candidates)`` for solve()."""
+                 rerank: int | None, time_limit: float | None,
+                 baselines: Mapping[str, np.ndarray]):
+    """``(simulated time of an assignment or None, re-ranked candidates)`` for solve().
+
+    The candidates are the ``rerank`` best assignments of ``problem`` by predicted time and
+    the baselines (feasible ones, not already among them), so the plan is never slower in
+    simulation than a baseline."""
     from .simulate import simulate_assignment
     cache: dict[tuple, float] = {}
 
@@ -1268,8 +1280,18 @@ def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
         raise InvalidOptionError(f"rerank must be a positive number of plans, got {rerank!r}")
     opts = {"time_limit": time_limit} if time_limit is not None else {}
     sols = k_best(problem, int(rerank), first=a, **opts)
-    cands = [{"rank": i, "predicted_seconds": s.objective,
+    cands = [{"rank": i, "baseline": None, "predicted_seconds": s.objective,
               "simulated_seconds": sim(s.assignment), "assignment": s.assignment}
              for i, s in enumerate(sols)]
-    best = min(cands, key=lambda c: (c["simulated_seconds"], c["predicted_seconds"], c["rank"]))
+    seen = {c["assignment"] for c in cands}
+    for name, ba in baselines.items():
+        key = tuple(int(x) for x in ba)
+        ev = problem.evaluate(key)
+        if key in seen or not ev.feasible or not np.isfinite(ev.cost):
+            continue
+        seen.add(key)
+        cands.append({"rank": None, "baseline": name, "predicted_seconds": float(ev.cost),
+                      "simulated_seconds": sim(key), "assignment": key})
+    best = min(cands, key=lambda c: (c["simulated_seconds"], c["predicted_seconds"],
+                                     c["rank"] if c["rank"] is not None else len(cands)))
     return sim, [{**c, "chosen": c is best} for c in cands]

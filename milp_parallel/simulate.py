@@ -271,6 +271,23 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                 tasks.append(Task(kind, name, d, s0, e0))
         return end
 
+    def receive(kind: str, name: str, vol: np.ndarray, produced: np.ndarray) -> np.ndarray:
+        """When each receiver has its part of ``vol`` (receivers x senders, elements; the
+        diagonal is local): once every sender holding part of it has produced it and the
+        receiver's communication stream has brought the remote part in."""
+        n_r, n_s = vol.shape
+        remote = vol.copy()
+        common = min(n_r, n_s)
+        remote[np.arange(common), np.arange(common)] = 0.0
+        dep = np.where(vol > 0, produced[None, :], 0.0).max(axis=1)
+        need = remote.sum(axis=1) > 0
+        if need.any():
+            devs = np.arange(n_r)
+            t = links.receive(remote, devs, np.arange(n_s))
+            dep = dep.copy()
+            dep[need] = run(kind, name, devs[need], dep[need], t[need], comm_free, "transfer")
+        return dep
+
     # ------------------------------------------------------------ forward
     fwd_done: dict[str, np.ndarray] = {}
     pair_vol: dict[tuple[str, str, int], np.ndarray] = {}
@@ -285,19 +302,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                 continue
             vol = _pair_volumes(P, L, lay, i)
             pair_vol[(src, lay.name, i)] = vol
-            remote = vol.copy()
-            common = min(L.n_dev, P.n_dev)
-            remote[np.arange(common), np.arange(common)] = 0.0
-            # the data is there when every device that holds part of it has produced it
-            dep = np.where(vol > 0, fwd_done[src][None, :], 0.0).max(axis=1)
-            need = remote.sum(axis=1) > 0
-            t = links.receive(remote, devs, np.arange(P.n_dev))
-            if need.any():
-                got = run("recv", lay.name, devs[need], dep[need], t[need], comm_free,
-                          "transfer")
-                dep = dep.copy()
-                dep[need] = got
-            ready = np.maximum(ready, dep)
+            ready = np.maximum(ready, receive("recv", lay.name, vol, fwd_done[src]))
         fwd_done[lay.name] = run("forward", lay.name, devs, ready, L.fwd, comp_free, "compute")
     forward_end = max(float(x.max()) for x in fwd_done.values())
 
@@ -335,18 +340,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                 ready = np.maximum(ready, bwd_done[w])
                 continue
             vol = pair_vol[(lay.name, w, i)].T          # (T_L, T_w): what s sent to d
-            remote = vol.copy()
-            common = min(L.n_dev, W.n_dev)
-            remote[np.arange(common), np.arange(common)] = 0.0
-            dep = np.where(vol > 0, bwd_done[w][None, :], 0.0).max(axis=1)
-            need = remote.sum(axis=1) > 0
-            t = links.receive(remote, devs, np.arange(W.n_dev))
-            if need.any():
-                got = run("recv_grad", lay.name, devs[need], dep[need], t[need], comm_free,
-                          "transfer")
-                dep = dep.copy()
-                dep[need] = got
-            ready = np.maximum(ready, dep)
+            ready = np.maximum(ready, receive("recv_grad", lay.name, vol, bwd_done[w]))
         done = run("backward", lay.name, devs, ready, L.bwd, comp_free, "compute")
         bwd_done[lay.name] = done
         if L.groups is not None and L.groups.shape[1] > 1 and L.grad_bytes > 0:
