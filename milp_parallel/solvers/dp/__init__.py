@@ -195,7 +195,8 @@ class DPSolver(Solver):
         status, bound, n_bb = search.run(allowed0)
         if options["shrink"] and status == FEASIBLE and search.root_allowed is not None \
                 and not search.out_of_time():
-            status, bound, best = self._shrunk(problem, search, options, deadline, stats)
+            status, bound, best = self._shrunk(problem, search, options, deadline, stats,
+                                               bound)
             search.best_a = best if best is not None else search.best_a
         stats.update(dp_runs=search.dp_runs, lagrangian_iterations=search.lagrangian_iterations,
                      branch_nodes=n_bb, fixed_configs=search.fixed,
@@ -206,7 +207,8 @@ class DPSolver(Solver):
         return done(status, search.best_a, bound)
 
     def _shrunk(self, problem: Problem, search: BudgetSearch, options: dict[str, Any],
-                deadline: Deadline, stats: dict) -> tuple[str, float, np.ndarray | None]:
+                deadline: Deadline, stats: dict, root_bound: float
+                ) -> tuple[str, float, np.ndarray | None]:
         """Search the problem restricted to the configurations the root's reduced-cost
         fixing left (exact: a removed configuration is in no assignment cheaper than the
         root's prune level, so the optimum is the better of the restricted optimum and the
@@ -250,7 +252,11 @@ class DPSolver(Solver):
                 return INFEASIBLE, math.inf, None
             elif "pareto" not in stats:
                 stats["pareto"] = "not applicable or too many points"
-        r = DPSolver().solve(sub, time_limit=deadline.left(), warm_start=warm, shrink=False,
+        left = deadline.left()
+        if left is not None and left < 0.01:
+            stats["time_limit_reached"] = True
+            return (FEASIBLE if inc is not None else UNKNOWN), root_bound, inc
+        r = DPSolver().solve(sub, time_limit=left, warm_start=warm, shrink=False,
                              callback=options["callback"], **sub_opts)
         stats["shrunk_status"] = r.status
         for key in ("branch_nodes", "dp_runs", "fixed_configs"):

@@ -197,8 +197,24 @@ class BudgetSearch:
     # ------------------------------------------------------------------ setup
     def least_memory(self) -> tuple[np.ndarray, list]:
         """Least memory per device among assignments of finite cost, and the minimisers."""
-        tabs = {key: np.where(np.isfinite(t), 0.0, np.inf) for key, t in self.eng.tables.items()}
         least, argmins = [], []
+        if all(np.isfinite(t).all() for t in self.eng.tables.values()):
+            # no forbidden pair: memory is separable, each node takes its least-memory
+            # configuration of finite cost, per device (no DP run needed)
+            masked = [np.where(np.isfinite(c)[:, None], m, np.inf)
+                      for c, m in zip(self.cost, self.p.memory)]
+            arg = np.stack([m.argmin(axis=0) for m in masked]) if masked else \
+                np.zeros((0, self.p.n_devices), dtype=np.int64)             # (n, D)
+            least = np.sum([m.min(axis=0) for m in masked], axis=0)
+            argmins = [np.ascontiguousarray(arg[:, d]) for d in range(self.p.n_devices)]
+            seen = set()
+            argmins = [a for a in argmins if not (a.tobytes() in seen or seen.add(a.tobytes()))]
+            if self.p.n_devices > 1:
+                scale = 1.0 / np.maximum(self.budget_full, 1e-300)
+                argmins.append(np.array([int(np.argmin(m @ scale)) for m in masked],
+                                        dtype=np.int64))
+            return np.asarray(least, dtype=float), argmins
+        tabs = {key: np.where(np.isfinite(t), 0.0, np.inf) for key, t in self.eng.tables.items()}
         for d in range(self.p.n_devices):
             un = [np.where(np.isfinite(c), m[:, d], np.inf)
                   for c, m in zip(self.cost, self.p.memory)]
