@@ -24,7 +24,8 @@ the unconstrained table.
 With ``--zoo`` it times the budget search on zoo models (``--models``, ``--devices``, cluster
 ``optcnn``) with a binding budget: halfway between the least memory any assignment needs and
 the unconstrained optimum's peak, on the binding device (the one whose least memory is largest,
-usually device 0; the same budget on every device). ``--compare highs`` also times that MILP backend on the same problems.
+usually device 0; the same budget on every device). ``--compare highs`` also times that MILP
+backend on the same problems.
 
 For reference, OptCNN reported 0.4 s for Inception-v3 (102 layers, 4 GPUs) with its search.
 """
@@ -207,7 +208,8 @@ def budget_cases(graphs, time_limit: float) -> None:
 
 def binding_problem(model: str, devices: int) -> Problem | None:
     """The zoo problem with a budget halfway between least memory and the free optimum's peak."""
-    from milp_parallel.plan import least_memory_bytes, make_problem as zoo_problem
+    from milp_parallel.plan import least_memory_bytes
+    from milp_parallel.plan import make_problem as zoo_problem
 
     p = zoo_problem(model, "optcnn", devices=devices, memory_limit=math.inf)
     free = solve_problem(p, "dp")

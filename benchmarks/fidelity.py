@@ -131,6 +131,7 @@ def _variants():
         return lambda t: (t, kw)
     base = _topo(16)
     d, nv, ib = base.device, base.levels[0], base.levels[1]
+    # one sensitivity run per row: (label, change, how to apply it)
     return [
         ("dense efficiency x0.5", "Device.efficiency 0.5 -> 0.25", dev(efficiency=d.efficiency / 2)),
         ("dense efficiency x2", "Device.efficiency 0.5 -> 1.0", dev(efficiency=min(1.0, d.efficiency * 2))),

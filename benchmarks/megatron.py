@@ -37,8 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from milp_parallel import clusters  # noqa: E402
 from milp_parallel.models.gpt import gpt, megatron_flops  # noqa: E402
-from milp_parallel.pipeline import (PipelineOptions, evaluate_configuration,  # noqa: E402
-                                    solve_pipeline)
+from milp_parallel.pipeline import PipelineOptions, evaluate_configuration, solve_pipeline  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200
 _CANDIDATES = (ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv",

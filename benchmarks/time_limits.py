@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
-from milp_parallel.problem import Problem  # noqa: E402
 from solver_scaling import machine, zoo_problem  # noqa: E402
+
+from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IOPDDL_DIR = ROOT.parent / "shared" / "reference" / "iopddl"

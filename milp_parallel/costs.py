@@ -75,9 +75,9 @@ from typing import Any
 
 import numpy as np
 
+from .collectives import ALGORITHMS, cost_table
 from .configs import tile_boxes, tile_extent
 from .errors import InvalidTopologyError
-from .collectives import ALGORITHMS, cost_table
 from .roofline import RooflineParams, phase_seconds
 from .topology import DTYPE_BYTES, Topology
 

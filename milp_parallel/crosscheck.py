@@ -32,8 +32,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .errors import (CrossCheckError, ProblemTooLargeError, SolverUnavailableError,
-                     UnsupportedProblemError)
+from .errors import (
+    CrossCheckError,
+    ProblemTooLargeError,
+    SolverUnavailableError,
+    UnsupportedProblemError,
+)
 from .problem import Problem
 from .solvers import MILP_SOLVERS, available_solvers, get_solver, solve_problem
 from .solvers.result import INFEASIBLE, OPTIMAL, SolveResult

@@ -45,7 +45,8 @@ slice      ``dim`` cut to stop - start  0                0                      
 ========== ============================ ================ =========================== =========
 
 ``|y|`` is the number of output elements of one sample, ``|x|`` of the input. Convolution,
-linear, matmul and attention FLOPs are exactly what ``torch.utils.flop_counter.FlopCounterMode`` counts
+linear, matmul and attention FLOPs are exactly what
+``torch.utils.flop_counter.FlopCounterMode`` counts
 (2 per multiply-add, bias not counted); :meth:`LayerGraph.matmul_flops` sums them.
 
 ``matmul(a, b)`` is a batched matrix product without broadcasting: ``a`` is ``(N, *B, M, K)``

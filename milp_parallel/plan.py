@@ -31,8 +31,13 @@ from .baselines import NodeConfigs, baseline_assignments, degrees_dict
 from .crosscheck import CROSS_CHECK_RTOL, NOT_RUN, CrossCheck
 from .crosscheck import compare as cross_check_results
 from .crosscheck import cross_check as run_cross_check
-from .errors import (FormatError, InfeasibleError, InvalidGraphError,
-                     InvalidOptionError, InvalidTopologyError)
+from .errors import (
+    FormatError,
+    InfeasibleError,
+    InvalidGraphError,
+    InvalidOptionError,
+    InvalidTopologyError,
+)
 from .io import decode, dumps, encode, loads, read_document, read_json, write_json
 from .problem import MEMORY_RTOL, Problem
 from .solvers import SolveResult, solve_problem

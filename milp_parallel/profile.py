@@ -81,8 +81,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import FormatError, InvalidGraphError
 from ._optional import require
+from .errors import FormatError, InvalidGraphError
 
 __all__ = ["ProfileEntry", "ProfileTable", "profile_layers", "profile_model",
            "layer_signature", "needed_tiles", "PROFILE_FORMAT", "PROFILE_FORMAT_VERSION"]

@@ -420,7 +420,7 @@ class Topology:
         return (lat_max[0], bw_min[0], r) if one else (lat_max, bw_min, r)
 
     def _collective(self, kind: str, devices, nbytes: float, algorithm: str):
-        from . import collectives   # late: collectives reads Topology's levels
+        from . import collectives  # late: collectives reads Topology's levels
         fn = {"allreduce": collectives.allreduce_cost, "allgather": collectives.allgather_cost,
               "reducescatter": collectives.reducescatter_cost}[kind]
         costs = fn(self, devices, algorithm=algorithm, nbytes=nbytes)

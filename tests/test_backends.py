@@ -3,19 +3,18 @@ honesty."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-from milp_parallel.errors import InvalidOptionError
 from hypothesis import HealthCheck, given, settings
 
+from milp_parallel.errors import InvalidOptionError
 from milp_parallel.problem import Problem
 from milp_parallel.solvers import get_solver, solve_problem
 from milp_parallel.solvers.auto import choose
 from milp_parallel.solvers.brute import brute_force
+
 from strategies import problems
 
 BACKENDS = ("cbc", "highs", "cpsat")

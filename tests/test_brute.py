@@ -7,12 +7,10 @@ import math
 
 import numpy as np
 import pytest
-
-from milp_parallel.errors import InvalidOptionError
 from hypothesis import given, settings
 
 from milp_parallel import Problem, solve_problem
-from milp_parallel.errors import ProblemTooLargeError
+from milp_parallel.errors import InvalidOptionError, ProblemTooLargeError
 from milp_parallel.solvers.brute import BruteForceSolver, brute_force
 
 from strategies import problems

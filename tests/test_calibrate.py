@@ -6,8 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from milp_parallel.calibrate import (Measurement, fit_alpha_beta, load_report,
-                                     overlap_efficiency)
+from milp_parallel.calibrate import Measurement, fit_alpha_beta, load_report, overlap_efficiency
 from milp_parallel.cli import main
 from milp_parallel.errors import InvalidTopologyError
 from milp_parallel.topology import Topology

@@ -2,11 +2,18 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from milp_parallel import clusters
-from milp_parallel.configs import (ConfigOptions, config_counts, config_label, config_labels,
-                                   enumerate_configs, tile_boxes)
+from milp_parallel.configs import (
+    ConfigOptions,
+    config_counts,
+    config_label,
+    config_labels,
+    enumerate_configs,
+    tile_boxes,
+)
 from milp_parallel.errors import InvalidGraphError
 from milp_parallel.graph import LayerGraph
 

@@ -394,8 +394,9 @@ def test_fast_transfer_equals_the_reference_off_powers_of_two():
 def test_fast_kernel_equals_the_reference_on_random_boxes(data):
     """Arbitrary boxes (empty, inverted, overlapping, not from a placement) and hierarchies,
     with and without chunking and table merging."""
-    from reference_costs import receive_seconds as reference
     import milp_parallel.costs as costs
+
+    from reference_costs import receive_seconds as reference
     fanouts = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
     topo = Topology(Device("g", 1e9, 1e12),
                     [Level(f"l{x}", f, 10.0 ** (11 - x), 1e-6 * (x + 1))

@@ -14,13 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import Problem, solve_problem
-from milp_parallel.errors import ProblemTooLargeError, UnsupportedProblemError
-from milp_parallel.errors import InvalidOptionError
-from milp_parallel.solvers.brute import brute_force
-from milp_parallel.solvers.options import Deadline
+from milp_parallel.errors import InvalidOptionError, ProblemTooLargeError, UnsupportedProblemError
 from milp_parallel.problem import MEMORY_RTOL
-from milp_parallel.solvers.dp import (DPSolver, BudgetSearch, Engine, dp_lower_bound,
-                                      solve_unconstrained)
+from milp_parallel.solvers.brute import brute_force
+from milp_parallel.solvers.dp import (
+    BudgetSearch,
+    DPSolver,
+    Engine,
+    dp_lower_bound,
+    solve_unconstrained,
+)
+from milp_parallel.solvers.options import Deadline
 
 from strategies import problems
 

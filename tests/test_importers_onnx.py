@@ -233,8 +233,9 @@ def test_exported_cnn_equals_from_torch():
 
 @pytest.mark.slow
 def test_exported_resnet18_equals_from_torch():
-    from milp_parallel.importers import from_torch
     from test_importers_torch import ResNet
+
+    from milp_parallel.importers import from_torch
 
     net = ResNet()
     x = torch.randn(1, 3, 64, 64)

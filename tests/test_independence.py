@@ -27,6 +27,7 @@ from milp_parallel.solvers.dp import DPSolver
 from milp_parallel.solvers.dp import engine as dp_engine
 from milp_parallel.solvers.milp.backend import MilpBackend
 from milp_parallel.solvers.result import FEASIBLE, OPTIMAL, UNKNOWN, SolveResult
+
 from strategies import problems
 
 CLUSTER = "abci"

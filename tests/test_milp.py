@@ -15,10 +15,16 @@ from milp_parallel.problem import Problem
 from milp_parallel.solvers.brute import brute_force
 from milp_parallel.solvers.heuristics import incumbent
 from milp_parallel.solvers.memory import least_memory
-from milp_parallel.solvers.milp import (DP_REDUCTIONS, REDUCTIONS, formulate,
-                                        merge_duplicate_entries, presolve)
+from milp_parallel.solvers.milp import (
+    DP_REDUCTIONS,
+    REDUCTIONS,
+    formulate,
+    merge_duplicate_entries,
+    presolve,
+)
 from milp_parallel.solvers.milp.cpsat import scale_costs, scale_memory_row
 from milp_parallel.solvers.options import Deadline
+
 from strategies import problems
 
 

@@ -220,7 +220,7 @@ def _ds_by_hand(t, mask, b, p):
     """ParaDL's current parallel_analysis.py, data+spatial communication, written out."""
     net_w = t.w_elems.sum()
     last = int(np.flatnonzero(mask)[-1])
-    P2, P1 = 4, p / 4
+    P1 = p / 4                                        # P2 = 4 GPUs per node
     iters = math.ceil(t.dataset_size / (b * P1))
     no_gd_bw, no_gd_lat = 16e9, 3e-3 + 110e-9        # PCIe switch without GPUDirect
     beta = 1 / (no_gd_bw / 8)                         # / (2 P2): halos

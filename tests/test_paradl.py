@@ -54,12 +54,13 @@ def test_platform():
         16e9, 7.8e12, 4096, 4)
 
 
-@pytest.mark.parametrize("model,mask,n", [("RESNET50_ImageNet_profall.net_sc", "filter_resnet", 49),
-                                          ("RESNET50_ImageNet_profall.net_sc", "spatial_resnet", 49),
-                                          ("VGG_ImageNet_profall.net_sc", "filter_vgg", 13),
-                                          ("VGG_ImageNet_profall.net_sc", "spatial_vgg", 18),
-                                          ("ALEXNET_ImageNet.net", "filter_alexnet", 5),
-                                          ("COSMOFLOW.net", "spatial_cosmolow", 2)])
+@pytest.mark.parametrize("model,mask,n", [
+    ("RESNET50_ImageNet_profall.net_sc", "filter_resnet", 49),
+    ("RESNET50_ImageNet_profall.net_sc", "spatial_resnet", 49),
+    ("VGG_ImageNet_profall.net_sc", "filter_vgg", 13),
+    ("VGG_ImageNet_profall.net_sc", "spatial_vgg", 18),
+    ("ALEXNET_ImageNet.net", "filter_alexnet", 5),
+    ("COSMOFLOW.net", "spatial_cosmolow", 2)])
 def test_masks_match_tables(model, mask, n):
     t = paradl.read_net(DATA / model)
     m = paradl.read_mask(DATA / f"{mask}.lc", names=t.names)

@@ -14,6 +14,7 @@ from milp_parallel.problem import MEMORY_RTOL, Problem
 from milp_parallel.solvers import solve_problem
 from milp_parallel.solvers.brute import brute_force
 from milp_parallel.solvers.dp.pareto import pareto_search
+
 from strategies import problems
 
 SHAPES = ("chain", "tree", "series_parallel")

@@ -13,10 +13,19 @@ import pytest
 from milp_parallel import clusters, models
 from milp_parallel.errors import InfeasibleError, InvalidGraphError, InvalidOptionError
 from milp_parallel.models.gpt import gpt
-from milp_parallel.pipeline import (PipelineOptions, _assignment_criteria, _Combo,
-                                    _ComboProblem, _MeshPricing, _StageTables,
-                                    block_structure, evaluate_configuration,
-                                    in_flight_micro_batches, megatron_kinds, solve_pipeline)
+from milp_parallel.pipeline import (
+    PipelineOptions,
+    _assignment_criteria,
+    _Combo,
+    _ComboProblem,
+    _MeshPricing,
+    _StageTables,
+    block_structure,
+    evaluate_configuration,
+    in_flight_micro_batches,
+    megatron_kinds,
+    solve_pipeline,
+)
 from milp_parallel.step_costs import StepPricer
 from milp_parallel.tensor_parallel import layer_kinds, relayout
 from milp_parallel.training_memory import MixedPrecision, saved_activation_bytes

@@ -12,11 +12,22 @@ import pytest
 from hypothesis import given, settings
 
 from milp_parallel import Problem, solve_problem
-from milp_parallel.baselines import (NodeConfigs, baseline_assignments, parse_config_label,
-                                     uniform_strategies)
+from milp_parallel.baselines import (
+    NodeConfigs,
+    baseline_assignments,
+    parse_config_label,
+    uniform_strategies,
+)
 from milp_parallel.errors import CrossCheckError, FormatError, InfeasibleError
-from milp_parallel.plan import (Baseline, CrossCheck, LayerChoice, Plan, _infeasible_error,
-                                cross_check_results, least_memory_bytes)
+from milp_parallel.plan import (
+    Baseline,
+    CrossCheck,
+    LayerChoice,
+    Plan,
+    _infeasible_error,
+    cross_check_results,
+    least_memory_bytes,
+)
 from milp_parallel.solvers import SolveResult
 
 from strategies import problems

@@ -18,7 +18,8 @@ from milp_parallel.errors import FormatError, InvalidAssignmentError, InvalidPro
 from strategies import problems
 
 EXAMPLE = Path("data/iopddl_example.json")
-INSTANCE_G = Path(__file__).resolve().parents[2] / "shared/reference/iopddl/asplos-2025-iopddl-G.json.gz"
+INSTANCE_G = (Path(__file__).resolve().parents[2]
+              / "shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")
 
 Z2 = np.zeros(2)
 T22 = np.zeros((2, 2))

@@ -11,8 +11,13 @@ import pytest
 from milp_parallel.errors import FormatError, InvalidGraphError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.importers import MissingDependencyError
-from milp_parallel.profile import (ProfileEntry, ProfileTable, layer_signature, needed_tiles,
-                                   profile_layers)
+from milp_parallel.profile import (
+    ProfileEntry,
+    ProfileTable,
+    layer_signature,
+    needed_tiles,
+    profile_layers,
+)
 
 
 def _small():

@@ -1,7 +1,7 @@
 """The README's Quick start is what CI runs: keep the two in sync."""
 
-from pathlib import Path
 import re
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 

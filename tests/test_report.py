@@ -10,8 +10,14 @@ import pytest
 
 from milp_parallel.errors import FormatError
 from milp_parallel.plan import Baseline, CrossCheck, LayerChoice, Plan
-from milp_parallel.report import (load_records, plot_oracle_scaling, plot_plan, plot_sweep,
-                                  summary_table, write_report)
+from milp_parallel.report import (
+    load_records,
+    plot_oracle_scaling,
+    plot_plan,
+    plot_sweep,
+    summary_table,
+    write_report,
+)
 
 plt = pytest.importorskip("matplotlib.pyplot")
 np = pytest.importorskip("numpy")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-from milp_parallel.errors import (InfeasibleError, InvalidOptionError, InvalidTopologyError,
-                                  UnknownNameError)
+from milp_parallel.errors import (
+    InfeasibleError,
+    InvalidOptionError,
+    InvalidTopologyError,
+    UnknownNameError,
+)
 from milp_parallel.plan import Plan, least_memory_bytes, make_problem, solve
-from milp_parallel.solvers import get_solver, solve_problem
+from milp_parallel.solvers import get_solver
 
 CLUSTER = "abci"
 

@@ -14,8 +14,16 @@ import pytest
 
 from milp_parallel.errors import FormatError, UnknownNameError
 from milp_parallel.problem import Problem
-from milp_parallel.sweep import (FAILED, TIMEOUT, SweepItem, expand_grid, load_problem_file,
-                                 load_sweep, read_results, run_sweep)
+from milp_parallel.sweep import (
+    FAILED,
+    TIMEOUT,
+    SweepItem,
+    expand_grid,
+    load_problem_file,
+    load_sweep,
+    read_results,
+    run_sweep,
+)
 
 import sweep_kinds  # noqa: F401 - registers the "sleep" item kind these tests run
 

@@ -18,8 +18,14 @@ import pytest
 from milp_parallel import models
 from milp_parallel.errors import InvalidGraphError
 from milp_parallel.graph import LayerGraph
-from milp_parallel.models.gpt import (GPT_SIZES, gpt, gpt_named, megatron_flops,
-                                      megatron_flops_from_graph, megatron_params)
+from milp_parallel.models.gpt import (
+    GPT_SIZES,
+    gpt,
+    gpt_named,
+    megatron_flops,
+    megatron_flops_from_graph,
+    megatron_params,
+)
 from milp_parallel.models.llama import LLAMA_SHAPES, llama, llama_params
 from milp_parallel.models.vit import VIT_SHAPES
 

@@ -7,8 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from milp_parallel.errors import FormatError
-from milp_parallel.units import (format_bytes, format_seconds, parse_bandwidth, parse_bytes,
-                                 parse_int_range, parse_seconds)
+from milp_parallel.units import (
+    format_bytes,
+    format_seconds,
+    parse_bandwidth,
+    parse_bytes,
+    parse_int_range,
+    parse_seconds,
+)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -47,12 +47,12 @@ from ..graph import LayerGraph
 from .alexnet import alexnet
 from .cosmoflow import cosmoflow
 from .densenet import densenet121
+from .gpt import gpt_named
 from .inception import inception_v3
 from .lenet import lenet5
+from .llama import llama_named
 from .mobilenet import mobilenet_v2
 from .resnet import resnet18, resnet34, resnet50, resnet101, resnet152
-from .gpt import gpt_named
-from .llama import llama_named
 from .transformer import bert_base
 from .vgg import vgg16, vgg19
 from .vit import vit_named

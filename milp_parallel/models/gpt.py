@@ -94,7 +94,7 @@ def megatron_params(layers: int, hidden: int, vocab: int = 51200, seq_len: int =
     >>> round(megatron_params(80, 12288) / 1e9, 1)
     145.6
     """
-    l, h = int(layers), int(hidden)
+    l, h = int(layers), int(hidden)  # noqa: E741 (the paper's symbols)
     return 12 * l * h * h + 13 * l * h + (int(vocab) + int(seq_len)) * h
 
 
@@ -108,7 +108,8 @@ def megatron_flops(batch: int, layers: int, hidden: int, vocab: int = 51200,
     >>> megatron_flops(1, 1, 64, 128, 32) == 96 * 32 * 64**2 * (1 + 32 / 384 + 128 / 1024)
     True
     """
-    B, s, l, h, V = (float(v) for v in (batch, seq_len, layers, hidden, vocab))
+    B, s, l, h, V = (float(v)  # noqa: E741 (the paper's symbols)
+                      for v in (batch, seq_len, layers, hidden, vocab))
     return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
 
 

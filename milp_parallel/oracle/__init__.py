@@ -93,8 +93,14 @@ Examples
 """
 
 from .formulas import FORMULAS, ProjectionRow
-from .model import (BYTES_PER_ELEMENT, PARADL_CODES, PLX_CABLE_LATENCY_OLD_S, PLX_CABLE_LATENCY_S,
-                    STRATEGIES, abci_link)
+from .model import (
+    BYTES_PER_ELEMENT,
+    PARADL_CODES,
+    PLX_CABLE_LATENCY_OLD_S,
+    PLX_CABLE_LATENCY_S,
+    STRATEGIES,
+    abci_link,
+)
 from .projection import Projection, compare_with_layerwise, project, rank
 from .summary import _SUMMARY_KEYS, paradl_summary, parse_command, parse_summary  # noqa: F401
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UnknownNameError
 from . import implementation as impl
-from .model import BYTES_PER_ELEMENT, PARADL_CODES, STRATEGIES, Cluster, Net, _ALIASES
+from .model import _ALIASES, BYTES_PER_ELEMENT, PARADL_CODES, STRATEGIES, Cluster, Net
 
 # --------------------------------------------------------------------------------------------
 # Rows

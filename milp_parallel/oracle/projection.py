@@ -15,8 +15,15 @@ import numpy as np
 
 from ..errors import FormatError, InvalidOptionError, UnknownNameError
 from ..paradl import NetTable, read_mask, read_net
-from .formulas import (FORMULAS, ProjectionRow, _canon, _default_mask, _limit,
-                       _not_applicable, _serial)
+from .formulas import (
+    FORMULAS,
+    ProjectionRow,
+    _canon,
+    _default_mask,
+    _limit,
+    _not_applicable,
+    _serial,
+)
 from .model import PLX_CABLE_LATENCY_S, STRATEGIES, Net, _cluster, _net_from_graph, _net_from_table
 
 # --------------------------------------------------------------------------------------------

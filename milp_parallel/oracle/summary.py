@@ -12,8 +12,16 @@ import numpy as np
 
 from ..errors import FormatError, InvalidOptionError, UnknownNameError
 from ..paradl import NetTable, Platform, read_mask, read_net, read_platform
-from .formulas import (ProjectionRow, _act, _data, _data_filter, _data_spatial,
-                       _model_parallel, _serial, _spatial)
+from .formulas import (
+    ProjectionRow,
+    _act,
+    _data,
+    _data_filter,
+    _data_spatial,
+    _model_parallel,
+    _serial,
+    _spatial,
+)
 from .model import BYTES_PER_ELEMENT, PLX_CABLE_LATENCY_S, _cluster, _net_from_table
 
 logger = logging.getLogger(__name__)

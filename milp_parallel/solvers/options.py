@@ -42,10 +42,10 @@ def validate_time_limit(time_limit: Any) -> float | None:
     --------
     >>> validate_time_limit(None) is None, validate_time_limit(2), validate_time_limit("1.5")
     (True, 2.0, 1.5)
-    >>> validate_time_limit(0)
+    >>> validate_time_limit(0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    milp_parallel.errors.InvalidOptionError: time_limit must be a number of seconds > 0 (or None for no limit), got 0
+    milp_parallel.errors.InvalidOptionError: time_limit must be a number of seconds > 0 ...
     """
     if time_limit is None:
         return None

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...problem import Problem
-from ..base import Capabilities, Option, Solver, check_bool, check_choice, check_int, \
-    check_number
+from ..base import Capabilities, Option, Solver, check_bool, check_choice, check_int, check_number
 from ..heuristics import incumbent
 from ..options import Deadline
 from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relative_gap

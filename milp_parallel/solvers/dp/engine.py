@@ -209,7 +209,8 @@ def _build_plan(n: int, k: np.ndarray, edges: np.ndarray, *, eliminations: bool 
             adj[v] = set()
             alive[v] = False
             n_single += 1
-        low = [v for v in range(n) if alive[v] and len(adj[v]) <= 1]     # leaves and isolated nodes first
+        # leaves and isolated nodes first
+        low = [v for v in range(n) if alive[v] and len(adj[v]) <= 1]
         two = [v for v in range(n) if alive[v] and len(adj[v]) == 2]
         while low or two:
             v = low.pop() if low else two.pop()

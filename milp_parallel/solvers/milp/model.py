@@ -243,7 +243,8 @@ def formulate(reduced: Reduced) -> MilpModel:
             row_pos = np.concatenate([[0], np.cumsum(lengths)[:-1]])
             # Place y entries.
             y_sorted = cols[order]
-            within = np.arange(order.size) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            within = np.arange(order.size) - np.repeat(first, counts)
             tgt = np.repeat(row_pos, counts) + within
             index[tgt] = y_sorted
             value[tgt] = 1.0
