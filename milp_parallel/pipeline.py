@@ -90,8 +90,7 @@ from .graph import LayerGraph
 from .step_costs import StepPricer
 from .tensor_parallel import Kind, layer_kinds, relayout
 from .topology import Topology
-from .training_memory import (MixedPrecision, check_recompute, check_zero,
-                              saved_activation_bytes)
+from .training_memory import MixedPrecision, check_recompute, check_zero, saved_activation_bytes
 
 __all__ = ["solve_pipeline", "evaluate_configuration", "PipelineOptions", "PipelinePlan",
            "StagePlan", "BlockStructure", "block_structure", "SCHEDULES", "megatron_kinds",
@@ -875,7 +874,6 @@ class _StageTables:
         # allowed, stage 0 is dominated and not enumerated
         zeros = tuple(z for z in zeros if not (z == 0 and 1 in zeros and fixed is None))
         self.zeros, self.modes, self.multi_stage = tuple(zeros), tuple(modes), multi_stage
-        t = pricing.t
         blk = [graph.layer(n) for n in struct.blocks[0]]
         self.block_layers = blk
         self.block_kinds = [pricing.kinds(L) for L in blk]
@@ -1156,6 +1154,7 @@ class _Model:
         """``(status, objective, values, bound)`` with status optimal/infeasible/feasible/
         unknown; ``start``: a feasible solution to begin from."""
         import highspy
+
         from ._fdio import c_stdout_to
         with c_stdout_to(None):        # HiGHS prints a banner on construction
             h = highspy.Highs()
@@ -1163,6 +1162,9 @@ class _Model:
         h.setOptionValue("mip_rel_gap", 1e-7)
         h.setOptionValue("mip_abs_gap", 0.0)
         h.setOptionValue("threads", 1)
+        # HiGHS's thread pool is process-wide: run() fails (kError, model status "Not
+        # Set") when another solve started it with another thread count
+        highspy.Highs.resetGlobalScheduler(True)
         if time_limit is not None:
             h.setOptionValue("time_limit", max(float(time_limit), 0.01))
         inf = highspy.kHighsInf
@@ -1196,7 +1198,9 @@ class _Model:
             sol.col_value = np.asarray(start, float).tolist()
             sol.value_valid = True
             h.setSolution(sol)
-        h.run()
+        if h.run() == highspy.HighsStatus.kError:
+            raise SolverError("pipeline: HiGHS failed on a stage MILP "
+                              f"({h.modelStatusToString(h.getModelStatus())})")
         ms = h.getModelStatus()
         M = highspy.HighsModelStatus
         info = h.getInfo()
