@@ -37,16 +37,25 @@ import numpy as np
 from ...errors import SolverError
 from ...problem import Problem
 from ..base import Option, Solver, check_choice, check_number
-from ..heuristics import incumbent
-from ..memory import least_memory
+from ..heuristics import SENTINEL, incumbent
+from ..memory import interval_cliques, least_memory
 from ..options import Deadline
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, OPTIMALITY_RTOL, UNKNOWN, Progress, \
-    SolveResult, relative_gap
+from ..result import (
+    FEASIBLE,
+    INFEASIBLE,
+    OPTIMAL,
+    OPTIMALITY_RTOL,
+    UNKNOWN,
+    Progress,
+    SolveResult,
+    relative_gap,
+)
 from .model import MilpModel, formulate
 from .presolve import DEFAULT_DOMINANCE_WORK, DP_REDUCTIONS, REDUCTIONS, presolve
 
 __all__ = ["MilpBackend", "NativeResult", "finish_result", "PRESOLVE_TIME_SHARE",
-           "INCUMBENT_TIME_SHARE", "MIN_SOLVER_SECONDS", "PRESOLVE_MODES"]
+           "INCUMBENT_TIME_SHARE", "MIN_SOLVER_SECONDS", "PRESOLVE_MODES",
+           "DEFAULT_MAX_NONZEROS", "estimate_nonzeros", "sentinel_entries", "trivial_bound"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +63,13 @@ logger = logging.getLogger(__name__)
 #: :data:`INCUMBENT_MIN_SECONDS`, or 30% of a shorter limit: without an incumbent a short
 #: run has nothing to return).
 INCUMBENT_TIME_SHARE = 0.1
-INCUMBENT_MIN_SECONDS = 1.0
+INCUMBENT_MIN_SECONDS = 2.0
+#: Largest model (estimated constraint-matrix nonzeros, :func:`estimate_nonzeros`) the
+#: backends build by default. Beyond it presolve and formulation alone take minutes and many
+#: GiB (IOPDDL instance S: 3.3e8 memory-row entries, 6.8 GB before the model existed), so the
+#: backend returns its heuristic incumbent (``feasible``, or ``unknown`` without one) and says
+#: so in ``stats["model_skipped"]``; the option ``max_nonzeros`` raises the limit.
+DEFAULT_MAX_NONZEROS = 3e7
 #: Share of the time left (after the incumbent) that the optional presolve work may use;
 #: the rest goes to the formulation and the solver.
 PRESOLVE_TIME_SHARE = 0.3
@@ -83,7 +98,63 @@ MILP_OPTIONS = (
            "the presolve steps to run (default: those of the presolve mode)"),
     Option("dominance_work_limit", DEFAULT_DOMINANCE_WORK,
            check_number("dominance_work_limit", 0.0), "comparisons the dominance step may do"),
+    Option("max_nonzeros", DEFAULT_MAX_NONZEROS, check_number("max_nonzeros", 0.0),
+           "largest model (estimated nonzeros) to build; beyond it the heuristic incumbent "
+           "is returned"),
 )
+
+
+def estimate_nonzeros(problem: Problem) -> int:
+    """Constraint-matrix nonzeros of the unreduced MILP, counted without building it.
+
+    Each edge pair gives a ``y`` column in two marginal rows; each configuration an ``x``
+    column in its one-hot row, its edges' marginal rows and, where its memory varies, every
+    memory row that holds the node (one per maximal live set and device). Vectorized; a
+    fraction of a second on the largest IOPDDL instances.
+
+    Examples
+    --------
+    >>> p = Problem([np.zeros(2)] * 2, [(0, 1)], [np.zeros((2, 2))])
+    >>> estimate_nonzeros(p)
+    16
+    """
+    k = np.asarray(problem.n_configs, dtype=np.int64)
+    pairs = sum(int(t.size) for t in problem.edge_costs)
+    deg = np.bincount(np.asarray(problem.edges, dtype=np.int64).reshape(-1),
+                      minlength=problem.n_nodes) if problem.n_edges else np.zeros_like(k)
+    total = 2 * pairs + int((k * (1 + deg)).sum())
+    if not problem.has_budget:
+        return total
+    varying = np.array([int((m.max(axis=0) > m.min(axis=0)).sum()) for m in problem.memory],
+                       dtype=np.int64)
+    if problem.intervals is None:
+        return total + int((k * varying).sum())
+    iv = problem.intervals
+    times = interval_cliques(iv)
+    live = iv[:, 1] > iv[:, 0]
+    first = np.where(live, np.searchsorted(times, iv[:, 0]), 0)
+    stop = np.maximum(np.where(live, np.searchsorted(times, iv[:, 1]), 0), first)
+    return total + int(((stop - first) * k * varying).sum())
+
+
+def sentinel_entries(problem: Problem, assignment: np.ndarray | None) -> int:
+    """How many node or edge entries chosen by ``assignment`` are ``inf``/nan or at least
+    :data:`~milp_parallel.solvers.heuristics.SENTINEL` (IOPDDL's "effectively forbidden")."""
+    if assignment is None:
+        return 0
+    a = np.asarray(assignment, dtype=np.int64)
+    n = sum(int(not c[a[v]] < SENTINEL) for v, c in enumerate(problem.node_costs))
+    for (u, v), t in zip(problem.edges, problem.edge_costs):
+        n += int(not t[a[u], a[v]] < SENTINEL)
+    return n
+
+
+def trivial_bound(problem: Problem) -> float:
+    """A lower bound on every assignment: each node's and each edge's least entry, summed
+    (memory ignored). Cheap and weak: what is known when no model is built."""
+    lb = sum(float(c.min()) for c in problem.node_costs if c.size)
+    lb += sum(float(t.min()) for t in problem.edge_costs if t.size)
+    return lb if math.isfinite(lb) else -math.inf
 
 
 @dataclass
@@ -140,13 +211,33 @@ class MilpBackend(Solver):
                 warm, source = a, "user"
             else:
                 logger.info("%s: the warm start is not feasible; ignoring it", self.name)
-        if warm is None and mode != "none":
+        nnz = estimate_nonzeros(problem)
+        too_big = nnz > options["max_nonzeros"]
+        if too_big:
+            logger.warning("%s: the model would have about %.3g nonzeros (limit %.3g, option "
+                           "max_nonzeros); returning the heuristic incumbent without a MILP",
+                           self.name, nnz, options["max_nonzeros"])
+        if too_big and (warm is None or sentinel_entries(problem, warm) > 0):
+            # No model will be built: the heuristic gets the whole time (with a margin for
+            # the answer's evaluation).
+            left = deadline.left()
+            share = None if left is None else Deadline(max(0.5 * left, 0.97 * left - 0.3))
+            found, inc_stats = incumbent(problem, deadline=share)
+            warm, source = _better(problem, found, warm, "heuristic", source)
+        elif warm is None and mode != "none":
             tl = deadline.time_limit
             share = None if tl is None else Deadline(
-                max(INCUMBENT_TIME_SHARE * tl, min(INCUMBENT_MIN_SECONDS, 0.3 * tl)))
+                max(INCUMBENT_TIME_SHARE * tl, min(INCUMBENT_MIN_SECONDS, 0.5 * tl)))
             warm, inc_stats = incumbent(problem, deadline=share)
             source = "heuristic" if warm is not None else "none"
         t_inc = deadline.elapsed()
+        if too_big:
+            stats = {"presolve": mode, "warm_start_source": source,
+                     "incumbent_seconds": t_inc, "estimated_nonzeros": nnz,
+                     "model_skipped": f"about {nnz:.3g} nonzeros > max_nonzeros "
+                                      f"{options['max_nonzeros']:.3g}",
+                     "incumbent_bad_entries": inc_stats.get("bad_entries")}
+            return _heuristic_result(problem, self.name, warm, deadline, stats)
         # 2. presolve, 3. formulate
         red = presolve(problem, warm_start=warm, reductions=steps,
                        dominance_work_limit=options["dominance_work_limit"],
@@ -157,7 +248,7 @@ class MilpBackend(Solver):
         t_pre = deadline.elapsed()
         model = formulate(red)
         t_form = deadline.elapsed()
-        stats = {"presolve": mode, "warm_start_source": source,
+        stats = {"presolve": mode, "warm_start_source": source, "estimated_nonzeros": nnz,
                  "incumbent_seconds": t_inc, "presolve_seconds": t_pre - t_inc,
                  "formulate_seconds": t_form - t_pre, "build_seconds": t_form,
                  "incumbent_bad_entries": inc_stats.get("bad_entries")}
@@ -187,6 +278,36 @@ class MilpBackend(Solver):
         native = self._native(model, warm, options, deadline)
         native.stats.setdefault("solver_time_limit", left)
         return finish_result(problem, model, self.name, native, warm, deadline, stats)
+
+
+def _better(problem: Problem, a: np.ndarray | None, b: np.ndarray | None, source_a: str,
+            source_b: str) -> tuple[np.ndarray | None, str]:
+    """The better of two feasible assignments (or ``None``s): fewer sentinel entries, then
+    lower cost."""
+    if a is None or b is None:
+        return (a, source_a) if b is None else (b, source_b)
+    ka = (sentinel_entries(problem, a), problem.evaluate(a).cost)
+    kb = (sentinel_entries(problem, b), problem.evaluate(b).cost)
+    return (a, source_a) if ka <= kb else (b, source_b)
+
+
+def _heuristic_result(problem: Problem, solver: str, warm: np.ndarray | None,
+                      deadline: Deadline, stats: dict) -> SolveResult:
+    """The answer when no model is built: the incumbent, ``feasible`` (``unknown`` without
+    one), with the trivial bound."""
+    bound = trivial_bound(problem)
+    stats = dict(stats)
+    stats["solver_bound"] = -math.inf
+    stats["sentinel_entries"] = sentinel_entries(problem, warm)
+    if warm is None:
+        return SolveResult(assignment=None, objective=math.nan, status=UNKNOWN, bound=bound,
+                           gap=math.inf, seconds=deadline.elapsed(), solver=solver,
+                           stats=stats)
+    cost = problem.evaluate(warm).cost
+    bound = min(bound, cost)
+    return SolveResult(assignment=np.asarray(warm, dtype=np.int64), objective=cost,
+                       status=FEASIBLE, bound=bound, gap=relative_gap(cost, bound),
+                       seconds=deadline.elapsed(), solver=solver, stats=stats)
 
 
 def finish_result(problem: Problem, model: MilpModel, solver: str, native: NativeResult,
@@ -227,8 +348,18 @@ def finish_result(problem: Problem, model: MilpModel, solver: str, native: Nativ
                 f"{problem.memory_limit!r}); native status {native.native_status!r}")
         best, best_cost = a, ev.cost
         stats["solver_objective"] = ev.cost
-    if warm is not None and warm_cost < best_cost:
-        best, best_cost = warm, warm_cost           # a time-limited run found nothing better
+    # The better of the solver's answer and the incumbent it started from: fewer sentinel
+    # ("effectively forbidden") entries first, then cost (a time-limited run may return
+    # something worse than what it was given, or an answer with a 1e18 entry).
+    bad_best = sentinel_entries(problem, best)
+    if warm is not None:
+        bad_warm = sentinel_entries(problem, warm)
+        if best is None or (bad_warm, warm_cost) < (bad_best, best_cost):
+            best, best_cost, bad_best = warm, warm_cost, bad_warm
+    stats["sentinel_entries"] = bad_best
+    if bad_best:
+        logger.warning("%s: the answer uses %d sentinel (>= %.0e) entries: no assignment "
+                       "without them was found in time", solver, bad_best, SENTINEL)
     bound = native.bound + model.offset if np.isfinite(native.bound) else native.bound
     if (np.isfinite(bound) and float(model.offset).is_integer()
             and np.all(model.col_cost == np.round(model.col_cost))):
