@@ -15,7 +15,8 @@ name       what it is
 Shared pieces: :mod:`.options` (validation, deadlines), :mod:`.base` (the backend template),
 :mod:`.result` (the one result type and status vocabulary), :mod:`.memory` (memory rows),
 :mod:`.heuristics` (incumbents without an exact search), :mod:`.dual` (the LP relaxation's
-dual).
+dual), :mod:`.contract` (one-to-one edges contracted into groups, and the memory rows an
+assignment overflows).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..problem import MEMORY_RTOL, Problem
 
-__all__ = ["MemoryRows", "memory_rows", "least_memory", "interval_cliques"]
+__all__ = ["MemoryRows", "memory_rows", "least_memory", "interval_cliques", "clique_levels"]
 
 
 def interval_cliques(intervals: np.ndarray) -> np.ndarray:
@@ -181,15 +181,40 @@ def least_memory(problem: Problem) -> np.ndarray | None:
     use = np.stack(mins) if mins else np.zeros((0, problem.n_devices))
     if problem.intervals is None:
         return use.sum(axis=0)
+    times, level = clique_levels(problem, use)
+    return level.max(axis=0) if times.size else np.zeros(problem.n_devices)
+
+
+def clique_levels(problem: Problem, use: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The memory in use at each maximal live set of the interval model.
+
+    Parameters
+    ----------
+    problem : Problem
+        With intervals.
+    use : numpy.ndarray
+        ``(n, D)`` each node's memory (e.g. at its chosen configuration).
+
+    Returns
+    -------
+    tuple
+        ``(times, level)``: :func:`interval_cliques` and ``(T, D)`` the usage there.
+
+    Examples
+    --------
+    >>> p = Problem([np.zeros(1)] * 3, [], [], memory=[np.ones(1)] * 3,
+    ...             memory_limit=5, intervals=[[0, 2], [1, 3], [2, 4]])
+    >>> t, level = clique_levels(p, np.array([[1.0], [2.0], [4.0]]))
+    >>> t.tolist(), level[:, 0].tolist()
+    ([1, 2], [3.0, 6.0])
+    """
     iv = problem.intervals
     times = interval_cliques(iv)
-    if times.size == 0:
-        return np.zeros(problem.n_devices)
     live = iv[:, 1] > iv[:, 0]
     # Sweep: +use at the start, -use at the end, evaluated at the clique times.
     s = np.searchsorted(times, iv[live, 0], side="left")
     e = np.searchsorted(times, iv[live, 1], side="left")
-    delta = np.zeros((times.size + 1, problem.n_devices))
+    delta = np.zeros((times.size + 1, use.shape[1]))
     np.add.at(delta, s, use[live])
     np.add.at(delta, e, -use[live])
-    return np.cumsum(delta, axis=0)[:-1].max(axis=0)
+    return times, np.cumsum(delta, axis=0)[:-1]

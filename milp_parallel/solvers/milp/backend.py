@@ -6,6 +6,10 @@
 
 1. **incumbent**: the user's ``warm_start`` when it is feasible, else
    :func:`~milp_parallel.solvers.heuristics.incumbent` (no exact search is involved);
+   *contraction*: when the model would be too big to build (``max_nonzeros``), or when
+   contracting the one-to-one edges leaves at most a tenth of the nodes, the problem is
+   solved contracted instead (:mod:`.contracted`: the same steps on the contracted problem,
+   with interval memory rows generated as they bind), option ``contract``;
 2. **presolve** (:mod:`.presolve`) within :data:`PRESOLVE_TIME_SHARE` of the time left;
 3. **formulate** (:func:`.model.formulate`);
 4. the **solver**, given what is left of ``time_limit``;
@@ -50,6 +54,7 @@ from ..result import (
     SolveResult,
     relative_gap,
 )
+from .contracted import CONTRACT_MODES, solve_contracted
 from .model import MilpModel, formulate
 from .presolve import DEFAULT_DOMINANCE_WORK, DP_REDUCTIONS, REDUCTIONS, presolve
 
@@ -64,6 +69,9 @@ logger = logging.getLogger(__name__)
 #: run has nothing to return).
 INCUMBENT_TIME_SHARE = 0.1
 INCUMBENT_MIN_SECONDS = 2.0
+#: When the model is too big to build, the heuristic gets this many seconds (or its share of
+#: the limit, if more) before the contraction starts from its answer.
+TOO_BIG_INCUMBENT_SECONDS = 5.0
 #: Largest model (estimated constraint-matrix nonzeros, :func:`estimate_nonzeros`) the
 #: backends build by default. Beyond it presolve and formulation alone take minutes and many
 #: GiB (IOPDDL instance S: 3.3e8 memory-row entries, 6.8 GB before the model existed), so the
@@ -99,8 +107,11 @@ MILP_OPTIONS = (
     Option("dominance_work_limit", DEFAULT_DOMINANCE_WORK,
            check_number("dominance_work_limit", 0.0), "comparisons the dominance step may do"),
     Option("max_nonzeros", DEFAULT_MAX_NONZEROS, check_number("max_nonzeros", 0.0),
-           "largest model (estimated nonzeros) to build; beyond it the heuristic incumbent "
-           "is returned"),
+           "largest model (estimated nonzeros) to build; beyond it the problem is solved "
+           "contracted, or the heuristic incumbent is returned"),
+    Option("contract", "auto", check_choice("contract", CONTRACT_MODES),
+           "solve the problem with its one-to-one edges contracted: 'auto' (when the model "
+           "is too big, or when at most a tenth of the nodes are left), 'on' or 'off'"),
 )
 
 
@@ -214,14 +225,16 @@ class MilpBackend(Solver):
         nnz = estimate_nonzeros(problem)
         too_big = nnz > options["max_nonzeros"]
         if too_big:
-            logger.warning("%s: the model would have about %.3g nonzeros (limit %.3g, option "
-                           "max_nonzeros); returning the heuristic incumbent without a MILP",
-                           self.name, nnz, options["max_nonzeros"])
+            logger.info("%s: the model would have about %.3g nonzeros (limit %.3g, option "
+                        "max_nonzeros); solving it contracted (or returning the heuristic's "
+                        "answer)", self.name, nnz, options["max_nonzeros"])
         if too_big and (warm is None or sentinel_entries(problem, warm) > 0):
-            # No model will be built: the heuristic gets the whole time (with a margin for
-            # the answer's evaluation).
+            # The original model will not be built: the heuristic's answer is what the
+            # contraction starts from, or the answer (with a margin for its evaluation).
             left = deadline.left()
-            share = None if left is None else Deadline(max(0.5 * left, 0.97 * left - 0.3))
+            share = None if left is None else Deadline(
+                min(max(0.5 * left, 0.97 * left - 0.3),
+                    max(INCUMBENT_TIME_SHARE * left, TOO_BIG_INCUMBENT_SECONDS)))
             found, inc_stats = incumbent(problem, deadline=share)
             warm, source = _better(problem, found, warm, "heuristic", source)
         elif warm is None and mode != "none":
@@ -231,12 +244,26 @@ class MilpBackend(Solver):
             warm, inc_stats = incumbent(problem, deadline=share)
             source = "heuristic" if warm is not None else "none"
         t_inc = deadline.elapsed()
+        base = {"presolve": mode, "warm_start_source": source, "incumbent_seconds": t_inc,
+                "estimated_nonzeros": nnz, "incumbent_bad_entries": inc_stats.get("bad_entries")}
+        if (options["contract"] != "off" and warm is not None and mode != "none"
+                and sentinel_entries(problem, warm) == 0 and not deadline.passed()):
+            out = solve_contracted(self, problem, options, deadline, warm,
+                                   required=too_big, stats=base)
+            if out is not None:
+                return out
         if too_big:
-            stats = {"presolve": mode, "warm_start_source": source,
-                     "incumbent_seconds": t_inc, "estimated_nonzeros": nnz,
-                     "model_skipped": f"about {nnz:.3g} nonzeros > max_nonzeros "
-                                      f"{options['max_nonzeros']:.3g}",
-                     "incumbent_bad_entries": inc_stats.get("bad_entries")}
+            logger.warning("%s: the model would have about %.3g nonzeros (limit %.3g, option "
+                           "max_nonzeros) and does not contract: returning the heuristic's "
+                           "answer", self.name, nnz, options["max_nonzeros"])
+            stats = {**base, "model_skipped": f"about {nnz:.3g} nonzeros > max_nonzeros "
+                                              f"{options['max_nonzeros']:.3g}"}
+            if warm is not None and not deadline.passed():
+                # no contraction: the rest of the time polishes the heuristic's answer
+                left = deadline.left()
+                share = None if left is None else Deadline(max(0.0, 0.97 * left - 0.3))
+                found, _ = incumbent(problem, deadline=share, start=warm)
+                warm, _ = _better(problem, found, warm, "heuristic", source)
             return _heuristic_result(problem, self.name, warm, deadline, stats)
         # 2. presolve, 3. formulate
         red = presolve(problem, warm_start=warm, reductions=steps,
@@ -248,10 +275,8 @@ class MilpBackend(Solver):
         t_pre = deadline.elapsed()
         model = formulate(red)
         t_form = deadline.elapsed()
-        stats = {"presolve": mode, "warm_start_source": source, "estimated_nonzeros": nnz,
-                 "incumbent_seconds": t_inc, "presolve_seconds": t_pre - t_inc,
-                 "formulate_seconds": t_form - t_pre, "build_seconds": t_form,
-                 "incumbent_bad_entries": inc_stats.get("bad_entries")}
+        stats = {**base, "warm_start_source": source, "presolve_seconds": t_pre - t_inc,
+                 "formulate_seconds": t_form - t_pre, "build_seconds": t_form}
         stats.update(model.stats())
         warm = red.warm_start
         if options["callback"] is not None and not red.infeasible:

@@ -1,0 +1,200 @@
+"""A MILP backend on the contracted problem, with the memory rows generated as they bind.
+
+When one-to-one edges join many nodes into groups (:mod:`milp_parallel.solvers.contract`:
+IOPDDL's 28,000-63,000-node instances become a few hundred to a few thousand groups), the
+backend solves the contracted problem instead of the original, with its own solver.
+
+* **No budget, or the all-live model**: the contracted problem is exact (every device keeps
+  its row); its optimum expands to an optimum of the original.
+* **Interval model**: the rows (one per device and maximal live set; tens of thousands on
+  the large instances, with up to 3e8 entries) are *generated*. The contracted problem with
+  a subset of the rows is a relaxation: its proved bound bounds the original, and its answer
+  expands to an assignment that either fits every row (then, when the relaxation was solved
+  to optimality, it is optimal for the original) or overflows some; the worst row of each
+  overflowing run (:func:`~milp_parallel.solvers.contract.violated_rows`) joins the
+  relaxation, and the next round solves it again. Each round's answer is also repaired on
+  the original problem by the local search's memory moves
+  (:class:`~milp_parallel.solvers.heuristics.LocalSearch`), which gives a feasible
+  assignment of almost the relaxation's cost while the rows are still being found; the run
+  is proved optimal as soon as the best feasible cost meets the best relaxation bound.
+
+The incumbent (heuristic or the user's) sets which entries are forbidden; it is always
+representable in the contracted problem and warm-starts every round. Nothing here uses the
+exact graph search.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...problem import Problem
+from ..contract import Contraction, contract, violated_rows
+from ..heuristics import LocalSearch
+from ..options import Deadline
+from ..result import FEASIBLE, OPTIMAL, OPTIMALITY_RTOL, SolveResult, relative_gap
+
+if TYPE_CHECKING:   # pragma: no cover
+    from .backend import MilpBackend
+
+__all__ = ["solve_contracted", "CONTRACT_MODES", "MIN_SHRINK", "ROWS_PER_ROUND",
+           "REPAIR_TIME_SHARE", "FIRST_ROUND_TIME_SHARE"]
+
+logger = logging.getLogger(__name__)
+
+#: ``contract`` option: ``"auto"`` (when the model is too big to build, or when contraction
+#: leaves at most :data:`MIN_SHRINK` of the nodes), ``"on"`` (whenever it shrinks the
+#: problem at all) or ``"off"``.
+CONTRACT_MODES = ("auto", "on", "off")
+#: ``"auto"`` contracts a problem that fits the model limits only when at most this share of
+#: its nodes is left as groups.
+MIN_SHRINK = 0.1
+#: Rows added to the relaxation per round (the worst of each overflowing run).
+ROWS_PER_ROUND = 32
+#: Share of the time left that a round's repair on the original problem may use.
+REPAIR_TIME_SHARE = 0.1
+#: Share of the time left that the first round (no rows yet) may use: its optimum ignores
+#: memory and typically overflows it several times over, so what it is needed for is the
+#: first rows, not a proof.
+FIRST_ROUND_TIME_SHARE = 0.3
+
+
+def solve_contracted(backend: MilpBackend, problem: Problem, options: dict[str, Any],
+                     deadline: Deadline, warm: np.ndarray, *, required: bool,
+                     stats: dict) -> SolveResult | None:
+    """Solve ``problem`` through its contraction with ``backend``'s own solver.
+
+    ``warm`` is a feasible assignment. Returns ``None`` when contraction does not apply
+    (it failed, or shrinks too little and is not ``required``), so that the caller goes on
+    with the original problem.
+    """
+    warm_cost = problem.evaluate(warm).cost
+    con = contract(problem, upper=warm_cost, deadline=deadline)
+    if con is None:
+        return None
+    shrink = con.n_groups / max(problem.n_nodes, 1)
+    if con.n_groups >= problem.n_nodes or (not required and options["contract"] == "auto"
+                                           and shrink > MIN_SHRINK):
+        return None
+    stats = {**stats, "contracted": {"groups": con.n_groups, "states": con.n_states,
+                                     "edges": int(con.edges.shape[0]),
+                                     "seconds": round(deadline.elapsed(), 3)}}
+    if not problem.has_budget or problem.intervals is None:
+        return _exact(backend, con, options, deadline, warm, stats)
+    return _rows(backend, con, options, deadline, warm, stats)
+
+
+def _sub_options(options: dict[str, Any], con: Contraction, start: np.ndarray | None,
+                 problem: Problem) -> dict[str, Any]:
+    sub = dict(options)
+    sub["contract"] = "off"
+    sub["warm_start"] = None
+    if start is not None:
+        r = con.restrict(start)
+        if r is not None and problem.evaluate(r).feasible:
+            sub["warm_start"] = r
+    return sub
+
+
+def _exact(backend: MilpBackend, con: Contraction, options: dict[str, Any],
+           deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
+    """Without interval rows the contracted problem is exact: solve it once."""
+    sub = con.problem()
+    res = backend._solve(sub, _sub_options(options, con, warm, sub), deadline)
+    problem = con.original
+    best, best_cost = warm, problem.evaluate(warm).cost
+    if res.assignment is not None:
+        a = con.expand(res.assignment)
+        ev = problem.evaluate(a)
+        if ev.feasible and ev.cost <= best_cost:
+            best, best_cost = a, ev.cost
+    bound = min(res.bound, best_cost) if math.isfinite(res.bound) else res.bound
+    out = dict(res.stats)
+    out.update(stats)
+    return _result(backend.name, best, best_cost, bound, deadline, out)
+
+
+def _rows(backend: MilpBackend, con: Contraction, options: dict[str, Any],
+          deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
+    """Row generation over the interval model's memory rows (module docstring)."""
+    problem = con.original
+    best, best_cost = warm, problem.evaluate(warm).cost
+    bound = -math.inf
+    rows = np.zeros((0, 2), dtype=np.int64)
+    rounds: list[dict] = []
+    proved = False
+    last: dict = {}
+    capped = False
+    while not deadline.passed():
+        sub = con.problem(rows)
+        left = deadline.left()
+        round_deadline = deadline
+        if left is not None and not rounds:
+            round_deadline = Deadline(FIRST_ROUND_TIME_SHARE * left)
+        res = backend._solve(sub, _sub_options(options, con, best, sub), round_deadline)
+        capped = round_deadline is not deadline and res.status != OPTIMAL
+        last = res.stats
+        if math.isfinite(res.bound):
+            bound = max(bound, res.bound)
+        info = {"rows": int(rows.shape[0]), "status": res.status,
+                "objective": res.objective, "bound": res.bound,
+                "seconds": round(deadline.elapsed(), 3)}
+        rounds.append(info)
+        if res.assignment is None:
+            break
+        a = con.expand(res.assignment)
+        ev = problem.evaluate(a)
+        if ev.feasible:
+            if ev.cost < best_cost:
+                best, best_cost = a, ev.cost
+            proved = res.status == OPTIMAL
+        else:
+            info["repaired"] = _repair(problem, a, deadline)
+            if info["repaired"] is not None:
+                rc = problem.evaluate(info["repaired"]).cost
+                if rc < best_cost:
+                    best, best_cost = info["repaired"], rc
+                info["repaired"] = rc
+        if proved or best_cost - bound <= OPTIMALITY_RTOL * max(abs(best_cost), 1e-12):
+            proved = True
+            break
+        if ev.feasible:     # an unfinished relaxation's answer that fits: no row to add
+            if capped:
+                continue        # the same relaxation again, with all the time left
+            break
+        new = violated_rows(problem, a, limit=ROWS_PER_ROUND,
+                            exclude={tuple(x) for x in rows.tolist()})
+        if new.shape[0] == 0:
+            break
+        rows = np.concatenate([rows, new])
+    out = dict(last)
+    out.update(stats)
+    out["row_generation"] = {"rounds": rounds, "rows": int(rows.shape[0])}
+    if proved:
+        bound = best_cost
+    return _result(backend.name, best, best_cost, min(bound, best_cost), deadline, out)
+
+
+def _repair(problem: Problem, a: np.ndarray, deadline: Deadline) -> np.ndarray | None:
+    """The local search's memory repair and descent from ``a`` (a share of the time left)."""
+    left = deadline.left()
+    ls = LocalSearch(problem, Deadline(None if left is None else REPAIR_TIME_SHARE * left))
+    ls.set(a)
+    if not ls.repair_memory():
+        return None
+    ls.descend(20)
+    return ls.a.copy() if problem.evaluate(ls.a).feasible else None
+
+
+def _result(solver: str, best: np.ndarray, cost: float, bound: float, deadline: Deadline,
+            stats: dict) -> SolveResult:
+    proved = math.isfinite(bound) and cost - bound <= OPTIMALITY_RTOL * max(abs(cost), 1e-12)
+    stats["proof"] = "contracted" if proved else None
+    return SolveResult(assignment=np.asarray(best, dtype=np.int64), objective=cost,
+                       status=OPTIMAL if proved else FEASIBLE,
+                       bound=cost if proved else bound,
+                       gap=0.0 if proved else relative_gap(cost, bound),
+                       seconds=deadline.elapsed(), solver=solver, stats=stats)
