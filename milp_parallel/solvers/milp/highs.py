@@ -38,6 +38,8 @@ _PROBING_COLUMNS = 20_000
 #: this many seconds past the deadline (its start-up costs about half a second).
 _ISOLATE_COLUMNS = 20_000
 _KILL_GRACE_SECONDS = 0.5
+#: Seconds kept after HiGHS stops for handing its answer back (pickled, in isolation).
+_RETURN_SECONDS = 0.2
 
 
 def _check(status, what: str) -> None:
@@ -119,7 +121,9 @@ class HiGHSSolver(MilpBackend):
         left = deadline.left()
         settings = {k: options[k] for k in ("gap", "threads", "verbose", "random_seed",
                                             "highs_presolve")}
-        settings["time_limit"] = left
+        # an absolute wall-clock deadline: an isolated child starts a second or so later
+        # (interpreter, imports, the arrays), and must still be done before it is killed
+        settings["deadline_epoch"] = None if left is None else time.time() + left
         settings["no_probing"] = left is not None and model.n_cols > _PROBING_COLUMNS
         isolate = left is not None and model.n_cols > _ISOLATE_COLUMNS
         stats = {"solver_time_limit": left, "cost_scale": scale, "isolated": isolate}
@@ -208,8 +212,10 @@ def run_highs(arrays: dict, settings: dict) -> dict:
         sol.col_value = list(arrays["warm"])
         sol.value_valid = True
         _check(h.setSolution(sol), "setSolution (warm start)")
-    left = settings["time_limit"]
-    if left is not None:
+    left = None
+    if settings["deadline_epoch"] is not None:
+        # what is left now, less the time to hand the answer back
+        left = max(0.01, settings["deadline_epoch"] - time.time() - _RETURN_SECONDS)
         _check(h.setOptionValue("time_limit", float(left)), "setting time_limit")
     callback = settings.get("callback")
     if left is not None or callback is not None:
