@@ -70,10 +70,29 @@ SECTION_TITLES = (
     "## 2. Search time (OptCNN Table 3, PaSE Table I)",
     "## 3. ParaDL: scaling and accuracy of the oracle",
     "## 4. Plots",
+    "## 5. The other benchmarks (committed measurements)",
     "## How this report was made",
 )
 
 _ROOT = Path(__file__).resolve().parents[1]
+
+#: Committed measurements this report does not recompute (each script writes its own table;
+#: section 5 shows them as committed: path, what, and for a CSV the columns shown).
+OTHER_RESULTS = (
+    ("benchmarks/results/solver_scaling.csv", "every backend and the exact search on the zoo "
+     "at 16 and 64 GPUs with and without a binding budget, and IOPDDL G "
+     "(`benchmarks/solver_scaling.py`; the rows `solver=\"auto\"` cites)"),
+    ("benchmarks/results/milp_backends.csv", "HiGHS, CBC and the CP-SAT models side by side "
+     "on the independent MILP path (`benchmarks/milp_backends.py`)"),
+    ("benchmarks/results/iopddl.csv", "the shared IOPDDL contest instances against the "
+     "contest's best entries (`benchmarks/iopddl.py`)"),
+    ("benchmarks/results/time_limits.csv", "whether every solver returns within its time "
+     "limit (`benchmarks/time_limits.py`)"),
+    ("benchmarks/megatron.md", "Megatron-LM's measured GPT throughput against our prediction "
+     "and our proven optimum (`benchmarks/megatron.py`)"),
+    ("benchmarks/results/fidelity.md", "predicted vs simulated step times, OptCNN's "
+     "experiment with the current cost model, sensitivity (`benchmarks/fidelity.py`)"),
+)
 
 
 # ---------------------------------------------------------------------- configuration
@@ -933,11 +952,64 @@ def render_markdown(results: Mapping[str, Any], published: Mapping, *,
     md += _section2(results, published) + [""]
     md += _section3(results) + [""]
     md += _section4(results, Path(report_dir), Path(report_dir))
-    md += [SECTION_TITLES[4], "",
+    md += _section5() + [""]
+    md += [SECTION_TITLES[5], "",
            "```", "python benchmarks/reproduce.py            # full (this file)",
            "python benchmarks/reproduce.py --quick    # CI", "```", "",
            f"Configuration: `{json.dumps(dataclasses.asdict(cfg), sort_keys=True)}`.", ""]
-    return "\n".join(md)
+    return "\n".join(md + [""])
+
+
+#: The columns section 5 shows of each committed CSV (the file has more).
+_CSV_COLUMNS = {
+    "solver_scaling.csv": ("case", "solver", "status", "objective", "gap", "seconds", "proof"),
+    "milp_backends.csv": ("case", "solver", "variant", "presolve", "time_limit_s", "status",
+                          "objective", "bound", "gap", "wall_s", "proof"),
+    "iopddl.csv": ("instance", "solver", "time_limit_s", "wall_s", "peak_rss_mib", "status",
+                   "cost", "gap", "best_contest_cost", "ratio_to_best", "uses_sentinel",
+                   "held"),
+    "time_limits.csv": ("case", "solver", "limit", "status", "seconds", "overrun", "held"),
+}
+
+
+def _csv_table(path: Path, columns: Sequence[str]) -> list[str]:
+    """A committed CSV as a markdown table of ``columns`` (numbers to 6 digits)."""
+    def cell(x: str) -> str:
+        try:
+            v = float(x)
+        except ValueError:
+            return x.replace("|", "/")
+        return x if v.is_integer() and abs(v) < 1e15 and "." not in x else f"{v:.6g}"
+
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    stamp = sorted({f"{r.get('machine', '')}, {r.get('date', '')}" for r in rows})
+    md = [f"Measured on {'; '.join(stamp)}." if stamp else "No rows.", "",
+          "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return md
+
+
+def _section5() -> list[str]:
+    """The other benchmarks' committed results, shown as they are in the repository (their
+    numbers come from those runs, with the machine and date each file records, not from
+    this one)."""
+    md = [SECTION_TITLES[4], "",
+          "Not computed by this run: each table below is the committed output of its own "
+          "script (named in each part), shown here so that one file holds every result.", ""]
+    for i, (rel, what) in enumerate(OTHER_RESULTS, start=1):
+        path = _ROOT / rel
+        md += [f"### 5.{i}. `{rel}`", "", what[0].upper() + what[1:] + ".", ""]
+        if not path.is_file():
+            md += ["(not committed)", ""]
+        elif path.suffix == ".csv":
+            md += _csv_table(path, _CSV_COLUMNS[path.name]) + [""]
+        else:
+            # a committed markdown report, its headings moved under this one
+            for line in path.read_text().splitlines():
+                md.append("###" + line if line.startswith("#") else line)
+            md.append("")
+    return md
 
 
 # ---------------------------------------------------------------------- driver
