@@ -15,6 +15,7 @@ from milp_parallel.solvers import get_solver, solve_problem
 from milp_parallel.solvers.auto import choose
 from milp_parallel.solvers.brute import brute_force
 
+from checks import check_against
 from strategies import problems
 
 BACKENDS = ("cbc", "highs", "cpsat")
@@ -22,29 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "iopddl_example.json"
 
 
-def _same(a: float, b: float, rtol: float = 1e-6) -> bool:
-    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-9)
-
-
-def _check_against(result, exact, problem):
-    if exact.status == "infeasible":
-        assert result.status == "infeasible", result
-        assert result.assignment is None
-        return
-    assert result.status == "optimal", (result, exact)
-    assert _same(result.objective, exact.objective), (result, exact)
-    ev = problem.evaluate(result.assignment)
-    assert ev.feasible
-    assert ev.cost == result.objective          # re-evaluated on the original problem
-    assert result.bound <= result.objective * (1 + 1e-9) + 1e-12
-    assert result.gap <= 1e-6
 
 
 @pytest.mark.parametrize("solver", BACKENDS)
 @given(problem=problems(max_nodes=6, max_assignments=1500))
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_backend_equals_brute_force(solver, problem):
-    _check_against(solve_problem(problem, solver), brute_force(problem), problem)
+    check_against(solve_problem(problem, solver), brute_force(problem), problem)
 
 
 @pytest.mark.parametrize("solver", BACKENDS)
@@ -52,7 +37,7 @@ def test_backend_equals_brute_force(solver, problem):
                         inf=False))
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_backend_equals_brute_force_with_interval_budgets(solver, problem):
-    _check_against(solve_problem(problem, solver), brute_force(problem), problem)
+    check_against(solve_problem(problem, solver), brute_force(problem), problem)
 
 
 @pytest.mark.parametrize("solver", BACKENDS)
@@ -60,7 +45,7 @@ def test_backend_equals_brute_force_with_interval_budgets(solver, problem):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_backend_equals_brute_force_without_presolve(solver, problem):
     """The bare formulation (only what the model cannot express is removed)."""
-    _check_against(solve_problem(problem, solver, reductions=()), brute_force(problem),
+    check_against(solve_problem(problem, solver, reductions=()), brute_force(problem),
                    problem)
 
 
@@ -71,7 +56,7 @@ def test_backend_equals_brute_force_without_presolve(solver, problem):
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_backend_equals_dp_on_larger_problems(solver, problem):
     exact = solve_problem(problem, "dp")
-    _check_against(solve_problem(problem, solver), exact, problem)
+    check_against(solve_problem(problem, solver), exact, problem)
 
 
 @pytest.mark.parametrize("solver", BACKENDS)

@@ -21,6 +21,7 @@ from milp_parallel.solvers.contract import contract, violated_rows
 from milp_parallel.solvers.memory import interval_cliques, least_memory
 from milp_parallel.solvers.result import OPTIMAL
 
+from checks import check_against
 from strategies import problems
 
 SENTINEL = 1e18
@@ -61,15 +62,8 @@ def planted(draw, memory: str = "any", budget: bool | None = None, binding: bool
 
 
 def _check_against_brute(p: Problem, solver: str) -> None:
-    exact = brute_force(p)
-    r = solve_problem(p, solver, contract="on", time_limit=30, threads=1)
-    if exact.status == "infeasible":
-        assert r.status == "infeasible"
-        return
-    assert r.status == OPTIMAL
-    assert r.objective == pytest.approx(exact.objective, rel=1e-7, abs=1e-9)
-    ev = p.evaluate(r.assignment)
-    assert ev.feasible and ev.cost == pytest.approx(r.objective, rel=1e-9, abs=1e-12)
+    check_against(solve_problem(p, solver, contract="on", time_limit=30, threads=1),
+                  brute_force(p), p)
 
 
 @given(planted())

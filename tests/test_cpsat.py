@@ -15,31 +15,15 @@ from milp_parallel.solvers import solve_problem
 from milp_parallel.solvers.brute import brute_force
 from milp_parallel.solvers.milp.cpsat import MODELS, scale_costs, scale_memory_row
 
+from checks import check_against
 from strategies import problems
-
-
-def _same(a: float, b: float, rtol: float = 1e-6) -> bool:
-    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-9)
-
-
-def _check(result, exact, problem) -> None:
-    if exact.status == "infeasible":
-        assert result.status == "infeasible", result
-        assert result.assignment is None
-        return
-    assert result.status == "optimal", (result, exact)
-    assert _same(result.objective, exact.objective), (result, exact)
-    ev = problem.evaluate(result.assignment)
-    assert ev.feasible
-    assert ev.cost == result.objective
-    assert result.bound <= result.objective * (1 + 1e-9) + 1e-12
 
 
 @pytest.mark.parametrize("model", MODELS)
 @given(problem=problems(memory="all_live", max_nodes=6, max_assignments=1500))
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_model_equals_brute_force_all_live(model, problem):
-    _check(solve_problem(problem, "cpsat", model=model, threads=1), brute_force(problem),
+    check_against(solve_problem(problem, "cpsat", model=model, threads=1), brute_force(problem),
            problem)
 
 
@@ -47,7 +31,7 @@ def test_model_equals_brute_force_all_live(model, problem):
 @given(problem=problems(memory="intervals", budget=True, max_nodes=6, max_assignments=1500))
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_model_equals_brute_force_intervals(model, problem):
-    _check(solve_problem(problem, "cpsat", model=model, threads=1), brute_force(problem),
+    check_against(solve_problem(problem, "cpsat", model=model, threads=1), brute_force(problem),
            problem)
 
 
@@ -56,7 +40,7 @@ def test_model_equals_brute_force_intervals(model, problem):
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_model_equals_brute_force_without_presolve(model, problem):
     """The bare model: every configuration and pair reaches CP-SAT."""
-    _check(solve_problem(problem, "cpsat", model=model, reductions=(), threads=1),
+    check_against(solve_problem(problem, "cpsat", model=model, reductions=(), threads=1),
            brute_force(problem), problem)
 
 
@@ -84,7 +68,7 @@ def test_integer_data_is_exact(model, seed):
     assert r.stats["cost_rounded"] is False
     assert r.stats["memory_rounded"] is False
     assert r.stats["cost_scale"] == 1.0
-    _check(r, exact, p)
+    check_against(r, exact, p)
     assert r.objective == exact.objective          # exactly, not within a tolerance
 
 

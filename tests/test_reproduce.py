@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
@@ -18,12 +18,21 @@ from milp_parallel.costs import CostModel
 from milp_parallel.errors import FormatError, MilpParallelError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.problem import Problem
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from reproduction import (SECTION_TITLES, STRATEGIES, ReproduceConfig,  # noqa: E402
-                          _solve_killable, bytes_moved, find_oracle_report, load_published,
-                          reproduce)
+from reproduction import (  # noqa: E402
+    OTHER_RESULTS,
+    SECTION_TITLES,
+    STRATEGIES,
+    ReproduceConfig,
+    _solve_killable,
+    bytes_moved,
+    find_oracle_report,
+    load_published,
+    reproduce,
+)
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +194,25 @@ def test_solve_killable_reports_a_kill_honestly():
     r = _solve_killable(p, "dp", {}, kill_after=60.0)
     assert r["status"] == "optimal" and not r["killed"]
     assert r["objective"] == pytest.approx(p.evaluate(np.asarray(r["assignment"])).cost)
+
+
+def test_the_report_points_only_to_committed_measurements(tiny):
+    for path, _ in OTHER_RESULTS:
+        assert (ROOT / path).is_file(), f"{path} is named in RESULTS.md but not committed"
+        assert f"`{path}`" in tiny["markdown"]
+
+
+def test_section_5_shows_every_row_of_the_committed_tables(tiny):
+    md = tiny["markdown"]
+    assert SECTION_TITLES[4] in md
+    part = md.split(SECTION_TITLES[4], 1)[1].split(SECTION_TITLES[5], 1)[0]
+    for path, _ in OTHER_RESULTS:
+        if not path.endswith(".csv"):
+            continue
+        with open(ROOT / path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        block = part.split(f"`{path}`", 1)[1].split("### 5.", 1)[0]
+        table = [ln for ln in block.splitlines() if ln.startswith("| ")]
+        assert len(table) == len(rows) + 1, path          # the header, then one per row
+        machines = {r["machine"] for r in rows}
+        assert all(m in block for m in machines), path

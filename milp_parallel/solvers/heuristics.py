@@ -684,22 +684,11 @@ def incumbent(problem: Problem, *, deadline: Deadline | None = None,
     stats["hard_domains"] = domains is not None
     best, best_key = None, (math.inf, math.inf)
 
-    def finish(ls: LocalSearch, phase: str) -> None:
-        nonlocal best, best_key
-        if ls.repair_memory():
-            for _ in range(max_sweeps):
-                ls.descend(max_sweeps)
-                if ls.deadline.passed() or not ls.descend_pairs():
-                    break
-        ev = problem.evaluate(ls.a)
-        key = (ls.bad_count(), ev.cost)
-        if ev.feasible and key < best_key:
-            best, best_key = ls.a.copy(), key
-            stats["phase"] = phase
-        stats[f"{phase}_seconds"] = round(clock.elapsed(), 3)
-
     def record(ls: LocalSearch, phase: str) -> None:
+        """Keep ``ls``'s assignment when it fits and beats the best (fewer bad entries,
+        then cost)."""
         nonlocal best, best_key
+        stats[f"{phase}_seconds"] = round(clock.elapsed(), 3)
         if ls.over():
             return
         ev = problem.evaluate(ls.a)
@@ -707,7 +696,15 @@ def incumbent(problem: Problem, *, deadline: Deadline | None = None,
         if ev.feasible and key < best_key:
             best, best_key = ls.a.copy(), key
             stats["phase"] = phase
-        stats[f"{phase}_seconds"] = round(clock.elapsed(), 3)
+
+    def finish(ls: LocalSearch, phase: str) -> None:
+        """Memory repair, then descents (1-swaps and pairs) while they improve; record."""
+        if ls.repair_memory():
+            for _ in range(max_sweeps):
+                ls.descend(max_sweeps)
+                if ls.deadline.passed() or not ls.descend_pairs():
+                    break
+        record(ls, phase)
 
     set_seconds = 0.0
 
