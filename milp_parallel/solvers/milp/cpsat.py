@@ -49,12 +49,14 @@ _MEMORY_BITS = 40
 #: The CP-SAT models (:func:`build_cp_model`).
 MODELS = ("linear", "bool", "table", "element")
 #: The model and the LP linearization level CP-SAT runs with by default, chosen by
-#: ``benchmarks/results/milp_backends.csv`` (``python benchmarks/milp_backends.py``; 1 worker,
-#: 120 s): at CP-SAT's own level 1 every model left the 200 x 16 interval chain 14-16% from its
-#: bound, the 60-node DAG 18% and IOPDDL G unproven (or, the linear model, proven in 90 s);
-#: at level 2 (the full LP relaxation of the marginal constraints) the linear model left the
-#: chain at 0.4%, the DAG at 5.1% and proved G in 19 s (table: 1.2%, 5.4%, 16 s).
-DEFAULT_MODEL = "linear"
+#: ``benchmarks/results/milp_backends.csv`` (``python benchmarks/milp_backends.py``, with
+#: ``--presolve lite`` for the zoo; 1 worker, 120 s): at CP-SAT's own level 1 every model left
+#: the 200 x 16 interval chain 14-16% from its bound, the 60-node DAG 18%, IOPDDL G unproven
+#: (the linear model: proven in 90 s) and resnet50@16 unproven (28%); at level 2 (the full LP
+#: relaxation of the marginal constraints) the table model proved resnet18@16 in 5.8 s,
+#: resnet50@16 in 26 s and G in 16 s (the linear model: 10, 61 and 19 s) and left the chain at
+#: 1.2% and the DAG at 5.4% (linear: 0.4% and 5.1%).
+DEFAULT_MODEL = "table"
 LINEARIZATION_LEVEL = 2
 
 
