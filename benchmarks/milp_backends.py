@@ -70,8 +70,10 @@ FIELDS = ("case", "solver", "variant", "threads", "time_limit_s", "wall_s", "sta
           "objective", "bound", "gap", "presolve", "proof", "machine", "date")
 LITE_REDUCTIONS = ("forbidden", "memory", "dominance", "fold")
 
-#: CBC option sets measured (``cbc_options``); the default is the backend's own default.
+#: CBC option sets measured (``cbc_options``); ``cbc`` alone runs the backend's default
+#: (``cbc.DEFAULT_CBC_OPTIONS``), ``cbc:own`` CBC's own defaults.
 CBC_VARIANTS: dict[str, str] = {
+    "own": "",
     "nocuts": "-cuts off",
     "nopreprocess": "-preprocess off",
     "strong0": "-strong 0",
@@ -190,6 +192,10 @@ def variant_options(spec: str) -> tuple[str, str, dict]:
             opts["cpsat_parameters"] = " ".join(CPSAT_PARAMETERS[e] for e in extras)
     elif variant:
         raise SystemExit(f"{solver} has no variants")
+    if solver == "cpsat" and "linearization_level" not in opts.get("cpsat_parameters", ""):
+        # the label names the level that ran (the backend's default can change)
+        from milp_parallel.solvers.milp.cpsat import DEFAULT_MODEL, LINEARIZATION_LEVEL
+        variant = f"{variant or DEFAULT_MODEL}+lin{LINEARIZATION_LEVEL}"
     return solver, variant or "default", opts
 
 
