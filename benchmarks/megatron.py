@@ -40,8 +40,7 @@ from milp_parallel.models.gpt import gpt, megatron_flops  # noqa: E402
 from milp_parallel.pipeline import PipelineOptions, evaluate_configuration, solve_pipeline  # noqa: E402
 
 SEQ, VOCAB = 2048, 51200
-_CANDIDATES = (ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv",
-               Path("/work/shared/reference/megatron/table1-dev.csv"))
+_CANDIDATES = (ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv",)
 COLUMNS = ("params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "batch", "micro_batch",
            "interleaved_chunks", "measured_tflops_per_gpu")
 

@@ -13,7 +13,8 @@ from milp_parallel.solvers.heuristics import incumbent
 from milp_parallel.solvers.milp import formulate, presolve
 
 G_PATHS = [Path(__file__).resolve().parents[1] / "data" / "asplos-2025-iopddl-G.json.gz",
-           Path("/work/shared/reference/iopddl/asplos-2025-iopddl-G.json.gz")]
+           Path(__file__).resolve().parents[2] / "shared" / "reference" / "iopddl"
+           / "asplos-2025-iopddl-G.json.gz"]
 G_OPTIMUM = 217_039
 
 

@@ -23,8 +23,6 @@ from milp_parallel.solvers.milp.backend import sentinel_entries
 from milp_parallel.solvers.result import OPTIMALITY_RTOL
 
 FOLDER = Path(__file__).resolve().parents[2] / "shared" / "reference" / "iopddl"
-if not FOLDER.is_dir():
-    FOLDER = Path("/work/shared/reference/iopddl")
 INSTANCES = ("A", "C", "D", "G", "K", "L", "M", "Q", "R", "S", "T", "U")
 
 
