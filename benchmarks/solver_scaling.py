@@ -138,7 +138,8 @@ def zoo_problem(model: str, devices: int, budget: bool, cluster: str = "abci"
 
 
 def zoo_cases(models: Sequence[str], devices: Sequence[int],
-              budgets: Sequence[bool] = (False, True)) -> list[tuple[str, Callable[[], Problem | None]]]:
+              budgets: Sequence[bool] = (False, True)
+              ) -> list[tuple[str, Callable[[], Problem | None]]]:
     """``(name, builder)`` pairs for :func:`run_cases` (see ``--zoo``)."""
     return [(f"{m}-{n}" + ("+budget" if b else ""),
              lambda m=m, n=n, b=b: zoo_problem(m, n, b))
@@ -166,11 +167,12 @@ def machine() -> str:
 
 def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Sequence[str], *,
               time_limit: float | None = None, threads: int | None = 1,
-              csv_path: str | Path | None = None) -> list[dict]:
+              csv_path: str | Path | None = None, append: bool = False) -> list[dict]:
     """Solve every case with every solver; one row (dict with :data:`FIELDS`) per pair.
 
     A solver that refuses a case (e.g. dp on an interval budget) gets a row with its error.
-    With ``csv_path``, rows are appended to it as they come (the file is started anew).
+    With ``csv_path``, rows are appended to it as they come (the file is started anew,
+    unless ``append`` and it exists).
     """
     import datetime
     stamp = {"machine": machine(), "date": datetime.date.today().isoformat(),
@@ -178,9 +180,11 @@ def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Seque
     writer = None
     if csv_path is not None:
         Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
-        out = open(csv_path, "w", newline="")
+        fresh = not (append and Path(csv_path).exists())
+        out = open(csv_path, "w" if fresh else "a", newline="")
         writer = csv.DictWriter(out, fieldnames=FIELDS)
-        writer.writeheader()
+        if fresh:
+            writer.writeheader()
     rows = []
     for name, build in cases:
         tp = time.perf_counter()
@@ -266,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-g", action="store_true", help="random cases only")
     ap.add_argument("--g", type=Path, default=G_PATH)
     ap.add_argument("--csv", default=str(RESULTS))
+    ap.add_argument("--append", action="store_true",
+                    help="add rows to an existing --csv instead of starting it anew")
     ap.add_argument("--zoo", action="store_true", help="zoo models on 'abci' instead")
     ap.add_argument("--models", nargs="+", default=list(ZOO_MODELS))
     ap.add_argument("--devices", nargs="+", type=int, default=[4, 16, 64])
@@ -279,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         cases = default_cases(args.quick, None if args.no_g else args.g, not args.no_random)
     rows = run_cases(cases, args.solvers, time_limit=args.time_limit, threads=args.threads,
-                     csv_path=args.csv)
+                     csv_path=args.csv, append=args.append)
     print()
     print_table(rows)
     print(f"\nwrote {args.csv}")
