@@ -12,6 +12,9 @@ Usage::
     python benchmarks/time_limits.py --models resnet50 --devices 16 --limits 0.5 2 10
     python benchmarks/time_limits.py --iopddl G S --solvers highs cbc cpsat --limits 5
 
+A solver that refuses a problem at once (``dp`` on an interval budget) gets a ``refused`` row
+whose ``held`` is ``n/a``.
+
 Prints one row per run and writes ``benchmarks/results/time_limits.csv`` (``--csv``):
 machine, date, case, solver, limit, status, seconds (wall, in the child), overrun
 (seconds past the limit), allowed (max(1 s, 5%)), held (yes / NO).
@@ -35,6 +38,8 @@ from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IOPDDL_DIR = ROOT.parent / "shared" / "reference" / "iopddl"
+#: The status of a run the solver refused at once (the problem is not of a kind it takes).
+REFUSED = "refused"
 FIELDS = ("machine", "date", "case", "solver", "limit", "status", "objective", "seconds",
           "overrun", "allowed", "held")
 
@@ -43,11 +48,15 @@ def timed_solve(path: str, solver: str, limit: float) -> dict:
     """In the child: load the problem, solve it under ``limit``, time the solve only."""
     import time
 
+    from milp_parallel.errors import UnsupportedProblemError
     from milp_parallel.problem import load_problem
     from milp_parallel.solvers import solve_problem
     problem = load_problem(path)
     t0 = time.perf_counter()
-    r = solve_problem(problem, solver, time_limit=limit)
+    try:
+        r = solve_problem(problem, solver, time_limit=limit)
+    except UnsupportedProblemError:         # e.g. dp on an interval budget: at once
+        return {"status": REFUSED, "objective": "", "seconds": time.perf_counter() - t0}
     return {"status": r.status, "objective": r.objective,
             "seconds": time.perf_counter() - t0}
 
@@ -72,6 +81,8 @@ def run(cases: list[tuple[str, str]], solvers: list[str], limits: list[float],
                         row = {"status": v["status"], "objective": v["objective"],
                                "seconds": v["seconds"], "overrun": over,
                                "held": "yes" if over <= allowed else "NO"}
+                        if v["status"] == REFUSED:
+                            row["held"] = "n/a"
                     else:
                         row = {"status": f"{res.status}: {res.error}"[:60], "objective": "",
                                "seconds": res.seconds, "overrun": res.seconds - limit,
@@ -118,7 +129,8 @@ def main(argv=None) -> int:
             print(f"iopddl-{letter}: not found, skipped")
     rows = run(cases, args.solvers, args.limits, args.csv)
     held = sum(r["held"] == "yes" for r in rows)
-    print(f"\nheld {held} of {len(rows)}; wrote {args.csv}")
+    ran = sum(r["held"] != "n/a" for r in rows)
+    print(f"\nheld {held} of {ran} (and {len(rows) - ran} refused at once); wrote {args.csv}")
     worst = max((r["overrun"] for r in rows if isinstance(r["overrun"], float)),
                 default=math.nan)
     print(f"largest overrun {worst:+.2f} s")
