@@ -162,6 +162,36 @@ def test_no_time_left_returns_the_warm_start_without_running_the_solver(solver):
 
 
 @pytest.mark.parametrize("solver", BACKENDS)
+def test_a_solver_that_cannot_load_the_model_in_time_is_not_started(solver, monkeypatch):
+    # a backend that needs longer to load the model than is left keeps the incumbent
+    rng = np.random.default_rng(3)
+    n, k = 12, 5
+    p = Problem([rng.random(k) for _ in range(n)], [(i, i + 1) for i in range(n - 1)],
+                [rng.random((k, k)) for _ in range(n - 1)])
+    monkeypatch.setattr(type(get_solver(solver)), "startup_seconds_per_nonzero", 1e3)
+    r = solve_problem(p, solver, time_limit=30.0, reductions=("forbidden",))
+    assert r.stats["solve_seconds"] == 0.0 and r.stats["time_limit_reached"]
+    assert "takes about" in r.stats["native_status"]
+    assert r.status == "feasible" and p.evaluate(r.assignment).feasible
+
+
+def test_cbc_stops_writing_its_model_file_at_the_deadline(tmp_path):
+    from milp_parallel.solvers.milp import formulate, presolve
+    from milp_parallel.solvers.milp.cbc import _OutOfTime, write_mps
+    from milp_parallel.solvers.options import Deadline
+    rng = np.random.default_rng(3)
+    p = Problem([rng.random(4) for _ in range(5)], [(i, i + 1) for i in range(4)],
+                [rng.random((4, 4)) for _ in range(4)])
+    model = formulate(presolve(p, reductions=("forbidden",)))
+    with pytest.raises(_OutOfTime):
+        write_mps(model, str(tmp_path / "m.mps"), deadline=Deadline(0.0))
+    write_mps(model, str(tmp_path / "m.mps"), deadline=Deadline(60.0))
+    text = (tmp_path / "m.mps").read_text()
+    assert text.startswith("NAME") and text.endswith("ENDATA\n")
+    assert text.count(" BV BND ") == model.n_x
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
 def test_bad_time_limit_is_a_value_error(solver):
     p = Problem([np.array([1.0, 2.0])], [], [])
     with pytest.raises(InvalidOptionError, match="time_limit"):

@@ -72,6 +72,9 @@ INCUMBENT_MIN_SECONDS = 2.0
 #: When the model is too big to build, the heuristic gets this many seconds (or its share of
 #: the limit, if more) before the contraction starts from its answer.
 TOO_BIG_INCUMBENT_SECONDS = 5.0
+#: ... but never more than this share of the time left: the contraction (about a second on
+#: the largest IOPDDL instances) and the answer's evaluation need the rest.
+TOO_BIG_INCUMBENT_MAX_SHARE = 0.6
 #: Largest model (estimated constraint-matrix nonzeros, :func:`estimate_nonzeros`) the
 #: backends build by default. Beyond it presolve and formulation alone take minutes and many
 #: GiB (IOPDDL instance S: 3.3e8 memory-row entries, 6.8 GB before the model existed), so the
@@ -201,6 +204,11 @@ class MilpBackend(Solver):
     """Template of the MILP backends; subclasses implement :meth:`_native`."""
 
     options = MILP_OPTIONS
+    #: Seconds per constraint-matrix nonzero the backend needs before its solver checks
+    #: the time limit (writing and reading a file, building and loading a model that the
+    #: solver does not interrupt); with less time left the solver is not started and the
+    #: incumbent is the answer.
+    startup_seconds_per_nonzero: float = 0.0
 
     def _native(self, model: MilpModel, warm: np.ndarray | None, options: dict[str, Any],
                 deadline: Deadline) -> NativeResult:  # pragma: no cover - abstract
@@ -233,7 +241,7 @@ class MilpBackend(Solver):
             # contraction starts from, or the answer (with a margin for its evaluation).
             left = deadline.left()
             share = None if left is None else Deadline(
-                min(max(0.5 * left, 0.97 * left - 0.3),
+                min(TOO_BIG_INCUMBENT_MAX_SHARE * left,
                     max(INCUMBENT_TIME_SHARE * left, TOO_BIG_INCUMBENT_SECONDS)))
             found, inc_stats = incumbent(problem, deadline=share)
             warm, source = _better(problem, found, warm, "heuristic", source)
@@ -295,11 +303,15 @@ class MilpBackend(Solver):
                 "presolve: solved (every configuration but one removed)", 0.0),
                 warm, deadline, stats, proof="presolve")
         left = deadline.left()
-        if left is not None and left < MIN_SOLVER_SECONDS:
+        startup = self.startup_seconds_per_nonzero * model.row_index.size
+        if left is not None and left < MIN_SOLVER_SECONDS + startup:
             stats["time_limit_reached"] = True
+            why = "time limit reached before the solver ran" + (
+                f" ({left:.2f} s left; loading {model.row_index.size:,} nonzeros into "
+                f"{self.name} takes about {startup:.2f} s)" if startup > 0 else "")
             return finish_result(problem, model, self.name, NativeResult(
-                None, False, -math.inf, False, "time limit reached before the solver ran",
-                0.0, {"solver_time_limit": 0.0}), warm, deadline, stats)
+                None, False, -math.inf, False, why, 0.0, {"solver_time_limit": 0.0}), warm,
+                deadline, stats)
         native = self._native(model, warm, options, deadline)
         native.stats.setdefault("solver_time_limit", left)
         return finish_result(problem, model, self.name, native, warm, deadline, stats)
