@@ -150,3 +150,12 @@ def test_violated_rows_names_the_worst_row_of_each_overflowing_run():
     # level 6 at t=1 (nodes 0, 1) and 7 at t=6 (nodes 3, 4): two runs, the worse first
     assert [times[t] for _, t in rows] == [6, 1]
     assert violated_rows(p, np.zeros(5, dtype=np.int64), limit=1).shape == (1, 2)
+
+
+def test_contraction_gives_up_when_its_deadline_has_passed():
+    from milp_parallel.solvers.options import Deadline
+    big = 1e18
+    chain = Problem([np.array([1.0, 5.0])] * 3000, [(i, i + 1) for i in range(2999)],
+                    [np.array([[0.0, big], [big, 0.0]])] * 2999)
+    assert contract(chain, upper=1e6).n_groups == 1
+    assert contract(chain, upper=1e6, deadline=Deadline(0.0)) is None

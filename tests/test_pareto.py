@@ -55,3 +55,19 @@ def test_budget_search_with_and_without_shrinking_equals_brute_force(shrink, pro
     assert r.status == exact.status
     if exact.status == "optimal":
         assert r.objective == pytest.approx(exact.objective, rel=1e-9, abs=1e-12)
+
+
+def test_a_join_that_would_end_past_the_deadline_is_not_started(monkeypatch):
+    import milp_parallel.solvers.dp.pareto as pareto
+    from milp_parallel.solvers.dp.engine import OutOfTime
+    from milp_parallel.solvers.options import Deadline
+    rng = np.random.default_rng(0)
+    n, k = 8, 4
+    p = Problem([rng.random(k) for _ in range(n)], [(i, i + 1) for i in range(n - 1)],
+                [rng.random((k, k)) for _ in range(n - 1)],
+                memory=[rng.random((k, 1)) for _ in range(n)], memory_limit=[2.0])
+    assert pareto_search(p, 0, 2.0, deadline=Deadline(60.0)) is not None
+    monkeypatch.setattr(pareto, "_SECONDS_PER_POINT", 1e3)    # every join "takes" hours
+    with pytest.raises(OutOfTime):
+        pareto_search(p, 0, 2.0, deadline=Deadline(60.0))
+    assert pareto_search(p, 0, 2.0) is not None                # no deadline: no estimate

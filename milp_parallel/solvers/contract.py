@@ -156,6 +156,10 @@ class Contraction:
                        list(self.edge_costs), **kw)
 
 
+#: Edges handled between two looks at the deadline.
+_CHECK_EVERY = 2048
+
+
 def _forbidden(problem: Problem, upper: float) -> tuple[list, list]:
     """Per node and per edge, the entries no optimum uses (module docstring, step 1)."""
     tabs = problem.node_costs + tuple(problem.edge_costs)
@@ -224,6 +228,8 @@ def contract(problem: Problem, *, upper: float = math.inf,
     links: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(n)]
     bijective = np.zeros(problem.n_edges, dtype=bool)
     for e, ((u, v), b) in enumerate(zip(problem.edges, edge_bad)):
+        if e % _CHECK_EVERY == 0 and deadline.passed():
+            return None
         u, v = int(u), int(v)
         if k[u] != k[v]:
             continue
@@ -266,6 +272,8 @@ def contract(problem: Problem, *, upper: float = math.inf,
     np.maximum.at(sizes, group, k)
     extra = [np.zeros(s) for s in sizes]
     for e, ((u, v), t, b) in enumerate(zip(problem.edges, problem.edge_costs, edge_bad)):
+        if e % _CHECK_EVERY == 0 and deadline.passed():
+            return None
         u, v = int(u), int(v)
         g = group[u]
         if g != group[v]:
@@ -284,7 +292,9 @@ def contract(problem: Problem, *, upper: float = math.inf,
         costs[group[v]] += problem.node_costs[v][maps[v]]
     # edges between groups, parallel ones added into one table (g < h)
     tables: dict[tuple[int, int], np.ndarray] = {}
-    for (u, v), t, b in zip(problem.edges, problem.edge_costs, edge_bad):
+    for e, ((u, v), t, b) in enumerate(zip(problem.edges, problem.edge_costs, edge_bad)):
+        if e % _CHECK_EVERY == 0 and deadline.passed():
+            return None
         u, v = int(u), int(v)
         g, h = int(group[u]), int(group[v])
         if g == h:
