@@ -7,12 +7,18 @@ module         what it holds
                min-marginals (:class:`~.engine.Engine`, :func:`solve_unconstrained`)
 ``budget``     memory budgets: Lagrangian relaxation and branch-and-bound
                (:class:`~.budget.BudgetSearch`, :func:`dp_lower_bound`)
+``pareto``     one binding device: (cost, memory) Pareto sets through the eliminations
+``window``     interval budgets whose live sets span few consecutive nodes: a dynamic
+               programme along the node order (:func:`~.window.window_search`)
 =============  =========================================================================
 
-Exact for: no memory, memory without a budget (any model), and the all-live memory model with
-a budget (any number of devices). A budget over liveness intervals is refused (the MILP
-backends handle it). The search never uses a MILP solver: its answer is independent of them,
-which is what makes it a cross-check.
+Exact for: no memory, memory without a budget (any model), the all-live memory model with a
+budget (any number of devices), and a budget over liveness intervals when every edge and
+live set lies within a few consecutive nodes (the window's table, the product of their
+configuration counts, at most ``max_table_size``; a chain of 200 layers x 16 strategies
+whose tensors live up to 5 steps: 16^5 entries). Other interval budgets are refused (the
+MILP backends handle them). The search never uses a MILP solver: its answer is independent
+of them, which is what makes it a cross-check.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, SolveResult, relati
 from .budget import INTERVAL_MESSAGE, BudgetSearch, LagrangianBound, dp_lower_bound
 from .engine import _ORDERINGS, DEFAULT_MAX_TABLE_SIZE, Engine, OutOfTime, solve_unconstrained
 from .pareto import pareto_search
+from .window import window_search, window_table_size, window_width
 
 __all__ = ["DPSolver", "solve_unconstrained", "dp_lower_bound", "LagrangianBound", "Engine",
            "DEFAULT_MAX_TABLE_SIZE"]
@@ -72,7 +79,8 @@ class DPSolver(Solver):
     name = "dp"
     package = None
     module = None
-    capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=False,
+    # interval budgets: only within a window (accepts() says which)
+    capabilities = Capabilities(exact=True, memory_all_live=True, memory_intervals=True,
                                 time_limit=True, threads=False, gap=True, warm_start=True)
     options = (
         Option("eliminations", True, check_bool("eliminations")),
@@ -93,7 +101,11 @@ class DPSolver(Solver):
 
     def accepts(self, problem: Problem) -> str | None:
         if problem.has_budget and problem.intervals is not None:
-            return INTERVAL_MESSAGE
+            size = window_table_size(problem)
+            if size > DEFAULT_MAX_TABLE_SIZE:
+                return (f"{INTERVAL_MESSAGE} (here they span {window_width(problem)} "
+                        f"consecutive nodes: a table of {size:.3g} entries > "
+                        f"{DEFAULT_MAX_TABLE_SIZE:.3g})")
         return super().accepts(problem)
 
     def _solve(self, problem: Problem, options: dict[str, Any],
@@ -139,6 +151,8 @@ class DPSolver(Solver):
                 return done(UNKNOWN, None, -math.inf)
             return done(FEASIBLE, best, -math.inf)
 
+        if problem.has_budget and problem.intervals is not None:
+            return self._window(problem, options, deadline, stats, done, out_of_time)
         try:
             eng = Engine(problem, eliminations=options["eliminations"],
                          ordering=options["ordering"],
@@ -204,6 +218,33 @@ class DPSolver(Solver):
         if status in (FEASIBLE, UNKNOWN) and search.out_of_time():
             stats["time_limit_reached"] = True
         return done(status, search.best_a, bound)
+
+    @staticmethod
+    def _window(problem: Problem, options: dict[str, Any], deadline: Deadline, stats: dict,
+                done, out_of_time) -> SolveResult:
+        """An interval budget: the window search (:mod:`.window`), exact."""
+        from ...errors import ProblemTooLargeError
+        width = window_width(problem)
+        size = window_table_size(problem, width)
+        stats.update(window_width=width, window_table=size)
+        if size > options["max_table_size"]:
+            raise ProblemTooLargeError(
+                f"dp: the live sets and edges of this interval-budget problem span {width} "
+                f"consecutive nodes, a table of {size:.3g} entries > max_table_size "
+                f"{options['max_table_size']:.3g}; raise max_table_size or use a MILP "
+                f"solver (solver='highs', 'cbc' or 'cpsat')")
+        warm = options["warm_start"]
+        try:
+            cost, a = window_search(problem, deadline=deadline)
+        except OutOfTime:
+            best = None
+            if warm is not None:
+                w = problem.check_assignment(warm)
+                best = w if problem.evaluate(w).feasible else None
+            return out_of_time(best)
+        if a is None:
+            return done(INFEASIBLE, None, math.inf)
+        return done(OPTIMAL, a, cost)
 
     def _shrunk(self, problem: Problem, search: BudgetSearch, options: dict[str, Any],
                 deadline: Deadline, stats: dict, root_bound: float

@@ -134,10 +134,11 @@ def dp_lower_bound(problem: Problem, multipliers: float | Sequence[float] | None
     return LagrangianBound(val - float(lam @ budget), a, ev.cost, mem, ev.feasible)
 
 
-INTERVAL_MESSAGE = ("the dp solver is exact for the all-live memory model only; this problem "
-                 "has liveness intervals and a memory budget: use a MILP solver "
-                 "(solver='highs', 'cbc' or 'cpsat'), or drop the budget with "
-                 "problem.with_memory_limit(None)")
+INTERVAL_MESSAGE = ("the dp solver takes a memory budget over liveness intervals only when "
+                    "every live set and edge spans few consecutive nodes "
+                    "(milp_parallel.solvers.dp.window); for this problem use a MILP solver "
+                    "(solver='highs', 'cbc' or 'cpsat'), or drop the budget with "
+                    "problem.with_memory_limit(None)")
 
 
 class BudgetSearch:
