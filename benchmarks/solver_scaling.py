@@ -6,6 +6,7 @@ Usage::
     python benchmarks/solver_scaling.py --quick               # smaller random cases
     python benchmarks/solver_scaling.py --solvers highs cbc --time-limit 60 --csv out.csv
     python benchmarks/solver_scaling.py --no-random           # IOPDDL G only
+    python benchmarks/solver_scaling.py --interval --append   # interval chain and DAG
     python benchmarks/solver_scaling.py --zoo --models resnet50 --devices 16 \
         --solvers auto dp highs cbc cpsat --time-limit 60 --csv zoo.csv
 
@@ -114,6 +115,14 @@ def default_cases(quick: bool, g_path: Path | None, random: bool = True
                     cases.append((name, lambda kind=kind, n=n, k=k, budget=budget:
                                   random_problem(kind, n, k, budget=budget)))
     return cases
+
+
+def interval_cases() -> list[tuple[str, Callable[[], Problem]]]:
+    """The Alpa-style interval-budget chain and DAG of ``benchmarks/milp_backends.py``
+    (``--interval``)."""
+    import milp_backends  # imported here: it imports this module
+    return [("chain-200x16", milp_backends.interval_chain),
+            ("dag-60x8", milp_backends.interval_dag)]
 
 
 def zoo_problem(model: str, devices: int, budget: bool, cluster: str = "abci"
@@ -273,13 +282,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--append", action="store_true",
                     help="add rows to an existing --csv instead of starting it anew")
     ap.add_argument("--zoo", action="store_true", help="zoo models on 'abci' instead")
+    ap.add_argument("--interval", action="store_true",
+                    help="the interval-budget chain and DAG of milp_backends.py instead")
     ap.add_argument("--models", nargs="+", default=list(ZOO_MODELS))
     ap.add_argument("--devices", nargs="+", type=int, default=[4, 16, 64])
     ap.add_argument("--budget", choices=("both", "none", "binding"), default="both",
                     help="zoo cases without a budget, with a binding one, or both")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    if args.zoo:
+    if args.interval:
+        cases = interval_cases()
+    elif args.zoo:
         budgets = {"both": (False, True), "none": (False,), "binding": (True,)}[args.budget]
         cases = zoo_cases(args.models, args.devices, budgets)
     else:
