@@ -444,13 +444,7 @@ class LocalSearch:
         cand = np.nonzero((self.stop > lo) & (self.first <= hi) & (self.stop > self.first))[0]
         best = (math.inf, -1, -1)
         for v in cand:
-            f, s = self.first[v], self.stop[v]
-            m = self.p.memory[v]
-            dm = m - m[self.a[v]]                                          # (K, D)
-            lev = self.level[:, f:s]
-            old = np.maximum(lev - self.budget[:, None], 0.0)
-            new = np.maximum(lev[None] + dm[:, :, None] - self.budget[None, :, None], 0.0)
-            saved = ((old[None] - new) * scale[None, :, None]).sum(axis=(1, 2))
+            saved = self._exact_saving(int(v), scale)
             bad, cost = self.local(int(v))
             ok = (saved > 0) & (bad <= bad[self.a[v]])
             if not ok.any():
