@@ -20,7 +20,9 @@ Run from the repository root (about 2-4 minutes on a 2-core machine)::
     .venv/bin/python benchmarks/ddp_cpu.py --csv ddp_cpu.csv
     .venv/bin/python benchmarks/ddp_cpu.py --cluster calibrated.json --csv out.csv
 
-Prints one row per model: ``model, measured_s, predicted_s, simulated_s`` and the errors.
+Prints one row per model: ``model, measured_s, predicted_s, simulated_s`` and the errors;
+``--csv`` writes those columns and ``spread, machine, date`` (committed as
+``benchmarks/results/ddp_cpu.csv``).
 The machine may be shared: the load average is printed before and after, and a noisy run
 shows in the spread column (interquartile range / median of the measured steps).
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import os
 import sys
 import tempfile
@@ -43,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from solver_scaling import machine  # noqa: E402
 
 import milp_parallel as mp  # noqa: E402
 from milp_parallel.build import build  # noqa: E402
@@ -243,12 +247,13 @@ def main() -> None:
               f"{r['simulated_s']:>13.5f}{100 * pe:>9.1f}%{100 * se:>8.1f}%"
               f"{100 * r['spread']:>7.0f}%")
     if args.csv:
+        stamp = {"machine": machine(), "date": datetime.date.today().isoformat()}
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=["model", "measured_s", "predicted_s",
-                                              "simulated_s"])
+                                              "simulated_s", "spread", "machine", "date"])
             w.writeheader()
             for r in rows:
-                w.writerow({k: r[k] for k in w.fieldnames})
+                w.writerow({**r, **stamp})
 
 
 if __name__ == "__main__":

@@ -88,6 +88,9 @@ OTHER_RESULTS = (
      "contest's best entries (`benchmarks/iopddl.py`)"),
     ("benchmarks/results/time_limits.csv", "whether every solver returns within its time "
      "limit (`benchmarks/time_limits.py`)"),
+    ("benchmarks/results/ddp_cpu.csv", "PyTorch DDP measured on this machine's CPU (gloo, "
+     "2 processes) against the step time predicted and simulated from a calibration "
+     "(`benchmarks/ddp_cpu.py`)"),
     ("benchmarks/megatron.md", "Megatron-LM's measured GPT throughput against our prediction "
      "and our proven optimum (`benchmarks/megatron.py`)"),
     ("benchmarks/results/fidelity.md", "predicted vs simulated step times, OptCNN's "
@@ -969,6 +972,7 @@ _CSV_COLUMNS = {
                    "cost", "gap", "best_contest_cost", "ratio_to_best", "uses_sentinel",
                    "held"),
     "time_limits.csv": ("case", "solver", "limit", "status", "seconds", "overrun", "held"),
+    "ddp_cpu.csv": ("model", "measured_s", "predicted_s", "simulated_s", "spread"),
 }
 
 
