@@ -1,0 +1,224 @@
+"""The IOPDDL contest instances (ASPLOS/EuroSys 2025): our cost against the contest's entries.
+
+Runs every instance of ``../shared/reference/iopddl/`` (the 12 shared of the contest's 25;
+skipped with a message when the folder is absent) with each solver of ``--solvers`` at the
+contest's time limit for that instance times ``--scale``. Each run is its own process
+(:func:`milp_parallel.isolation.run_isolated`), killed at three times the limit plus
+:data:`LOAD_ALLOWANCE` seconds (loading the largest instance takes up to ~20 s here and is
+not counted in the limit: ``solve_problem`` receives a loaded Problem). Rows are appended to
+the CSV as they finish, so an interrupted run keeps what it did; ``--resume`` skips the
+(instance, solver, time limit) rows already in the CSV.
+
+Threads: ``--threads`` (default 1) goes to every solver. The contest machine had 8 cores
+and 32 GB; this machine has the cores printed in the table header and the ``machine``
+column (2 when this was written): a run with ``--threads 8`` here would only time-slice.
+The comparison with the contest's entries is therefore on a quarter of its hardware or less.
+
+Usage::
+
+    python benchmarks/iopddl.py --scale 0.05 --instances G S           # a quick check
+    python benchmarks/iopddl.py --scale 0.25 --solvers auto cpsat cbc highs
+    python benchmarks/iopddl.py --resume                                # full limits
+
+Columns: instance, nodes, edges, solver, threads, time_limit_s, wall_s (the solve, in the
+child), peak_rss_mib (the child's peak resident memory, loading included), status, cost,
+bound, gap, best_contest_cost (the least valid entry of any team), winner_cost (team01's),
+ratio_to_best, ratio_to_winner, uses_sentinel (an entry >= 1e18 chosen), sentinel_entries,
+held (wall within limit + max(1 s, 5%)), note (model_skipped and errors), machine, date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import logging
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from solver_scaling import machine  # noqa: E402
+
+from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
+
+logger = logging.getLogger("iopddl")
+
+ROOT = Path(__file__).resolve().parents[1]
+IOPDDL_DIR = ROOT.parent / "shared" / "reference" / "iopddl"
+DEFAULT_CSV = ROOT / "benchmarks" / "results" / "iopddl.csv"
+#: Contest time limits in seconds (``shared/reference/README.md``).
+CONTEST_LIMITS = {"A": 60, "C": 60, "D": 60, "G": 120, "K": 180, "L": 180, "M": 180,
+                  "Q": 240, "R": 240, "S": 240, "T": 240, "U": 300}
+WINNER = "team01"
+#: Seconds added to the hard kill (3 x the limit) for loading the instance in the child.
+LOAD_ALLOWANCE = 30.0
+FIELDS = ("instance", "nodes", "edges", "solver", "threads", "time_limit_s", "wall_s",
+          "peak_rss_mib", "status", "cost", "bound", "gap", "best_contest_cost",
+          "winner_cost", "ratio_to_best", "ratio_to_winner", "uses_sentinel",
+          "sentinel_entries", "held", "note", "machine", "date")
+
+
+def contest_results(folder: Path) -> dict[str, tuple[float, float]]:
+    """Per instance letter: (least valid contest cost, the winner's cost); nan if none."""
+    out: dict[str, tuple[float, float]] = {}
+    path = folder / "contest-final-results.csv"
+    if not path.exists():
+        return out
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    header = rows[0]
+    for j, letter in enumerate(header[1:], start=1):
+        costs, winner = [], math.nan
+        for row in rows[1:]:
+            if j < len(row) and row[j].strip():
+                try:
+                    c = float(row[j])
+                except ValueError:
+                    continue
+                costs.append(c)
+                if row[0].strip() == WINNER:
+                    winner = c
+        out[letter.strip()] = (min(costs) if costs else math.nan, winner)
+    return out
+
+
+def solve_one(path: str, solver: str, limit: float, threads: int) -> dict:
+    """In the child: load, solve under ``limit`` (loading not counted), report."""
+    import resource
+    import time
+
+    from milp_parallel.problem import Problem
+    from milp_parallel.solvers import solve_problem
+    from milp_parallel.solvers.milp.backend import sentinel_entries
+    problem = Problem.from_iopddl(path)
+    t0 = time.perf_counter()
+    r = solve_problem(problem, solver, time_limit=limit, threads=threads)
+    wall = time.perf_counter() - t0
+    bad = sentinel_entries(problem, r.assignment) if r.assignment is not None else 0
+    feasible = r.assignment is not None and problem.evaluate(r.assignment).feasible
+    return {"nodes": problem.n_nodes, "edges": problem.n_edges, "wall_s": wall,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "status": r.status, "cost": r.objective, "bound": r.bound, "gap": r.gap,
+            "sentinel_entries": bad, "feasible": feasible,
+            "note": str(r.stats.get("model_skipped") or r.stats.get("auto") or "")}
+
+
+def _ratio(cost: float, ref: float) -> float:
+    return cost / ref if math.isfinite(cost) and math.isfinite(ref) and ref > 0 else math.nan
+
+
+def done_keys(csv_path: Path) -> set[tuple[str, str, str]]:
+    """(instance, solver, time limit) of the rows already in ``csv_path``."""
+    if not csv_path.exists():
+        return set()
+    with open(csv_path, newline="") as f:
+        return {(r["instance"], r["solver"], f"{float(r['time_limit_s']):g}")
+                for r in csv.DictReader(f) if r.get("time_limit_s")}
+
+
+def run(instances: list[str], solvers: list[str], scale: float, threads: int,
+        csv_path: Path, resume: bool, folder: Path = IOPDDL_DIR) -> list[dict]:
+    """Run every (instance, solver) pair; append each row to ``csv_path`` as it finishes."""
+    contest = contest_results(folder)
+    stamp = {"machine": machine(), "date": datetime.date.today().isoformat()}
+    skip = done_keys(csv_path) if resume else set()
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not csv_path.exists() or not resume
+    rows: list[dict] = []
+    print(f"machine: {stamp['machine']} (the contest machine had 8 cores, 32 GB); "
+          f"threads per solver: {threads}; limits: contest x {scale:g}")
+    head = (f"{'inst':<4} {'solver':<6} {'limit':>6} {'wall':>7} {'MiB':>6} {'status':<9} "
+            f"{'cost':>12} {'gap':>7} {'x best':>8} {'x winner':>8} sentinel held")
+    print(head)
+    with open(csv_path, "w" if new_file else "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new_file:
+            w.writeheader()
+        for inst in instances:
+            path = folder / f"asplos-2025-iopddl-{inst}.json.gz"
+            if not path.exists():
+                print(f"{inst}: {path} is absent; skipped")
+                continue
+            limit = round(CONTEST_LIMITS[inst] * scale, 3)
+            best, winner = contest.get(inst, (math.nan, math.nan))
+            for solver in solvers:
+                if (inst, solver, f"{limit:g}") in skip:
+                    print(f"{inst:<4} {solver:<6} {limit:>6g}  (in the CSV; skipped)")
+                    continue
+                res = run_isolated("iopddl:solve_one", str(path), solver, limit, threads,
+                                   kill_after=3 * limit + LOAD_ALLOWANCE)
+                row = {"instance": inst, "solver": solver, "threads": threads,
+                       "time_limit_s": limit, "best_contest_cost": best,
+                       "winner_cost": winner, **stamp}
+                if res.status == RETURNED:
+                    v = res.value
+                    row.update({k: v[k] for k in ("nodes", "edges", "wall_s", "peak_rss_mib",
+                                                  "status", "cost", "bound", "gap",
+                                                  "sentinel_entries", "note")})
+                    row["uses_sentinel"] = v["sentinel_entries"] > 0
+                    row["ratio_to_best"] = _ratio(v["cost"], best)
+                    row["ratio_to_winner"] = _ratio(v["cost"], winner)
+                    row["held"] = v["wall_s"] <= limit + max(1.0, 0.05 * limit)
+                    if math.isfinite(v["cost"]) and not v["feasible"]:
+                        row["note"] = (row["note"] + "; ASSIGNMENT INFEASIBLE").strip("; ")
+                else:
+                    row.update({"status": res.status, "wall_s": res.seconds,
+                                "held": False, "note": res.error.splitlines()[-1][:200]
+                                if res.error else ""})
+                rows.append(row)
+                w.writerow({k: _fmt(row.get(k, "")) for k in FIELDS})
+                f.flush()
+                print(_line(row), flush=True)
+    return rows
+
+
+def _fmt(x):
+    if isinstance(x, float):
+        return f"{x:.10g}"
+    return x
+
+
+def _line(r: dict) -> str:
+    def num(x, spec):
+        return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
+    return (f"{r['instance']:<4} {r['solver']:<6} {r['time_limit_s']:>6g} "
+            f"{num(r.get('wall_s'), '7.1f')} {num(r.get('peak_rss_mib'), '6.0f')} "
+            f"{str(r.get('status', ''))[:9]:<9} {num(r.get('cost'), '12.4g')} "
+            f"{num(r.get('gap'), '7.3f')} {num(r.get('ratio_to_best'), '8.3f')} "
+            f"{num(r.get('ratio_to_winner'), '8.3f')} "
+            f"{'YES' if r.get('uses_sentinel') else 'no':<8} "
+            f"{'yes' if r.get('held') else 'NO'}  {r.get('note', '')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--instances", nargs="*", default=sorted(CONTEST_LIMITS),
+                    help="instance letters (default: all 12 shared)")
+    ap.add_argument("--solvers", nargs="*", default=["auto", "highs", "cbc", "cpsat"])
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="time limit = contest limit x scale (default 1)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per solver (default 1; this machine's cores are printed)")
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--resume", action="store_true",
+                    help="append to the CSV, skipping (instance, solver, limit) rows in it")
+    ap.add_argument("--folder", type=Path, default=IOPDDL_DIR)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if not args.folder.is_dir():
+        print(f"the IOPDDL instances are not available ({args.folder} is absent); nothing "
+              "to run")
+        return 0
+    unknown = [i for i in args.instances if i not in CONTEST_LIMITS]
+    if unknown or not args.scale > 0 or args.threads < 1:
+        ap.error(f"instances must be among {sorted(CONTEST_LIMITS)} (got {unknown}), "
+                 "--scale > 0, --threads >= 1")
+    run(args.instances, args.solvers, args.scale, args.threads, args.csv, args.resume,
+        args.folder)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
