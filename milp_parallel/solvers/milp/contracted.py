@@ -41,7 +41,8 @@ if TYPE_CHECKING:   # pragma: no cover
     from .backend import MilpBackend
 
 __all__ = ["solve_contracted", "CONTRACT_MODES", "MIN_SHRINK", "ROWS_PER_ROUND",
-           "REPAIR_TIME_SHARE", "FIRST_ROUND_TIME_SHARE"]
+           "REPAIR_TIME_SHARE", "FIRST_ROUND_TIME_SHARE", "MIN_ROUND_SECONDS",
+           "ROUND_SECONDS_PER_STATE"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,12 @@ CONTRACT_MODES = ("auto", "on", "off")
 MIN_SHRINK = 0.1
 #: Rows added to the relaxation per round (the worst of each overflowing run).
 ROWS_PER_ROUND = 32
+#: A round is started only with at least this many seconds left, plus
+#: :data:`ROUND_SECONDS_PER_STATE` per state of the contraction: building the contracted
+#: problem, the backend's fixed steps, expanding and repairing the answer do not look at the
+#: clock (IOPDDL T: 538,000 states, about 1.5 s before the solver starts).
+MIN_ROUND_SECONDS = 0.5
+ROUND_SECONDS_PER_STATE = 3e-6
 #: Share of the time left that a round's repair on the original problem may use.
 REPAIR_TIME_SHARE = 0.1
 #: Share of the time left that the first round (no rows yet) may use: its optimum ignores
@@ -99,12 +106,23 @@ def _sub_options(options: dict[str, Any], con: Contraction, start: np.ndarray | 
     return sub
 
 
+def _round_fits(con: Contraction, deadline: Deadline) -> bool:
+    """Whether the time left holds one more round (:data:`MIN_ROUND_SECONDS`)."""
+    left = deadline.left()
+    return left is None or left >= MIN_ROUND_SECONDS + ROUND_SECONDS_PER_STATE * con.n_states
+
+
 def _exact(backend: MilpBackend, con: Contraction, options: dict[str, Any],
            deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
     """Without interval rows the contracted problem is exact: solve it once."""
+    problem = con.original
+    if not _round_fits(con, deadline):
+        out = dict(stats)
+        out["time_limit_reached"] = True
+        return _result(backend.name, warm, problem.evaluate(warm).cost, -math.inf, deadline,
+                       out)
     sub = con.problem()
     res = backend._solve(sub, _sub_options(options, con, warm, sub), deadline)
-    problem = con.original
     best, best_cost = warm, problem.evaluate(warm).cost
     if res.assignment is not None:
         a = con.expand(res.assignment)
@@ -128,7 +146,7 @@ def _rows(backend: MilpBackend, con: Contraction, options: dict[str, Any],
     proved = False
     last: dict = {}
     capped = False
-    while not deadline.passed():
+    while not deadline.passed() and _round_fits(con, deadline):
         sub = con.problem(rows)
         left = deadline.left()
         round_deadline = deadline
