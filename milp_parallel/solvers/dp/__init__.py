@@ -101,11 +101,11 @@ class DPSolver(Solver):
 
     def accepts(self, problem: Problem) -> str | None:
         if problem.has_budget and problem.intervals is not None:
-            size = window_table_size(problem)
+            width = window_width(problem)
+            size = window_table_size(problem, width)
             if size > DEFAULT_MAX_TABLE_SIZE:
-                return (f"{INTERVAL_MESSAGE} (here they span {window_width(problem)} "
-                        f"consecutive nodes: a table of {size:.3g} entries > "
-                        f"{DEFAULT_MAX_TABLE_SIZE:.3g})")
+                return (f"{INTERVAL_MESSAGE} (here they span {width} consecutive nodes: a "
+                        f"table of {size:.3g} entries > {DEFAULT_MAX_TABLE_SIZE:.3g})")
         return super().accepts(problem)
 
     def _solve(self, problem: Problem, options: dict[str, Any],
@@ -223,19 +223,12 @@ class DPSolver(Solver):
     def _window(problem: Problem, options: dict[str, Any], deadline: Deadline, stats: dict,
                 done, out_of_time) -> SolveResult:
         """An interval budget: the window search (:mod:`.window`), exact."""
-        from ...errors import ProblemTooLargeError
         width = window_width(problem)
-        size = window_table_size(problem, width)
-        stats.update(window_width=width, window_table=size)
-        if size > options["max_table_size"]:
-            raise ProblemTooLargeError(
-                f"dp: the live sets and edges of this interval-budget problem span {width} "
-                f"consecutive nodes, a table of {size:.3g} entries > max_table_size "
-                f"{options['max_table_size']:.3g}; raise max_table_size or use a MILP "
-                f"solver (solver='highs', 'cbc' or 'cpsat')")
+        stats.update(window_width=width, window_table=window_table_size(problem, width))
         warm = options["warm_start"]
         try:
-            cost, a = window_search(problem, deadline=deadline)
+            cost, a = window_search(problem, deadline=deadline,
+                                    max_table_size=options["max_table_size"])
         except OutOfTime:
             best = None
             if warm is not None:

@@ -22,10 +22,11 @@ import math
 
 import numpy as np
 
+from ...errors import ProblemTooLargeError
 from ...problem import MEMORY_RTOL, Problem
 from ..memory import interval_cliques
 from ..options import Deadline
-from .engine import OutOfTime
+from .engine import DEFAULT_MAX_TABLE_SIZE, OutOfTime
 
 __all__ = ["window_width", "window_table_size", "window_search"]
 
@@ -72,9 +73,10 @@ def _cliques(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return first, stop, lo, hi
 
 
-def _rows(problem: Problem) -> list[np.ndarray]:
-    """The live set (node indices, ascending) of every maximal clique."""
-    first, stop, lo, hi = _cliques(problem)
+def _rows(cliques: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+          ) -> list[np.ndarray]:
+    """The live set (node indices, ascending) of every maximal clique (of :func:`_cliques`)."""
+    first, stop, lo, hi = cliques
     out = []
     for j, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
         if a < 0:
@@ -96,14 +98,18 @@ def window_width(problem: Problem) -> int:
     >>> window_width(p)
     2
     """
+    cliques = _cliques(problem) if problem.has_budget and problem.intervals is not None \
+        else None
+    return _width(problem, cliques)
+
+
+def _width(problem: Problem, cliques) -> int:
     w = 1
     if problem.n_edges:
         e = np.asarray(problem.edges, dtype=np.int64)
         w = max(w, int(np.abs(e[:, 0] - e[:, 1]).max()) + 1)
-    if problem.intervals is not None and problem.has_budget:
-        _, _, lo, hi = _cliques(problem)
-        if lo.size:
-            w = max(w, int((hi - lo).max()) + 1)
+    if cliques is not None and cliques[2].size:
+        w = max(w, int((cliques[3] - cliques[2]).max()) + 1)
     return w
 
 
@@ -130,7 +136,8 @@ def _min_out_first(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return arg, m
 
 
-def window_search(problem: Problem, *, deadline: Deadline | None = None
+def window_search(problem: Problem, *, deadline: Deadline | None = None,
+                  max_table_size: float = DEFAULT_MAX_TABLE_SIZE
                   ) -> tuple[float, np.ndarray | None]:
     """The optimum of ``problem`` (interval memory model, or no budget) by the window DP.
 
@@ -139,12 +146,20 @@ def window_search(problem: Problem, *, deadline: Deadline | None = None
     problem : Problem
     deadline : Deadline, optional
         Checked after every node; :class:`~.engine.OutOfTime` when it passes.
+    max_table_size : float
+        Largest window table allowed (:func:`window_table_size`), checked before anything
+        is allocated.
 
     Returns
     -------
     (float, numpy.ndarray or None)
         The optimal cost and an optimal assignment, or ``(inf, None)`` when no assignment
         fits the budget (or avoids the infinite entries).
+
+    Raises
+    ------
+    ProblemTooLargeError
+        When the window's table would exceed ``max_table_size``.
 
     Examples
     --------
@@ -158,7 +173,15 @@ def window_search(problem: Problem, *, deadline: Deadline | None = None
     (4.0, [0, 1])
     """
     n = problem.n_nodes
-    w = window_width(problem)
+    budgeted = problem.has_budget and problem.intervals is not None
+    cliques = _cliques(problem) if budgeted else None
+    w = _width(problem, cliques)
+    size = window_table_size(problem, w)
+    if size > max_table_size:
+        raise ProblemTooLargeError(
+            f"dp: the live sets and edges of this problem span {w} consecutive nodes, a "
+            f"window table of {size:.3g} entries > max_table_size {max_table_size:.3g}; "
+            f"raise max_table_size or use a MILP solver (solver='highs', 'cbc' or 'cpsat')")
     k = [int(x) for x in problem.n_configs]
     edges_to: list[list[tuple[int, np.ndarray]]] = [[] for _ in range(n)]
     for (u, v), t in zip(problem.edges, problem.edge_costs):
@@ -168,9 +191,9 @@ def window_search(problem: Problem, *, deadline: Deadline | None = None
         else:
             edges_to[u].append((v, np.asarray(t, dtype=np.float64).T))
     rows_at: list[list[tuple[np.ndarray, list, float]]] = [[] for _ in range(n)]
-    if problem.has_budget and problem.intervals is not None:
+    if budgeted:
         budget = np.asarray(problem.memory_limit, dtype=np.float64) * (1 + MEMORY_RTOL)
-        for live in _rows(problem):
+        for live in _rows(cliques):
             for d in range(problem.n_devices):
                 mem = [problem.memory[v][:, d] for v in live.tolist()]
                 if sum(float(m.max()) for m in mem) <= budget[d]:
