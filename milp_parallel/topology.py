@@ -53,6 +53,20 @@ def _positive(value: Any, what: str, *, integer: bool = False) -> None:
 #: Bytes per element of the dtypes :meth:`Device.peak_flops_for` knows.
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
+# The keys each object of a cluster document may have (Topology.from_dict, strict).
+_DOCUMENT_KEYS = frozenset({"format", "version", "name", "dtype", "device", "levels"})
+_DEVICE_KEYS = frozenset({"name", "memory_bytes", "peak_flops", "efficiency",
+                          "memory_bandwidth_bytes_per_s", "kernel_launch_s",
+                          "peak_flops_by_dtype"})
+_LEVEL_KEYS = frozenset({"name", "fanout", "bandwidth_bytes_per_s", "latency_s",
+                         "latency_steps", "uplinks"})
+
+
+def _unknown_dtype(value: Any, *, key: bool = False) -> str:
+    from .io import describe_type, suggest
+    what = "is not a known dtype" if key else f"must be a known dtype, got {describe_type(value)}"
+    return f"{what}{suggest(value, DTYPE_BYTES) or ';'} known: {', '.join(DTYPE_BYTES)}"
+
 
 def _nonnegative(value: Any, what: str) -> float:
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
@@ -282,11 +296,16 @@ class Topology:
     levels : sequence of Level
         Innermost first; the device count is the product of the fanouts.
     name : str, default "custom"
+    dtype : str, default "fp32"
+        The dtype ``device.peak_flops`` is the peak of (a key of :data:`DTYPE_BYTES`): what
+        a FLOP/s of this cluster means. Presets set it (``clusters.get(..., dtype=...)``);
+        ``milp-parallel clusters`` and plans show it; it is saved in the cluster JSON.
 
     Raises
     ------
     InvalidTopologyError
-        When there are no levels (an empty cluster).
+        When there are no levels (an empty cluster), the dtype is unknown, or the device
+        states a peak for ``dtype`` (``peak_flops_by_dtype``) other than its ``peak_flops``.
 
     Examples
     --------
@@ -301,10 +320,29 @@ class Topology:
     device: Device
     levels: tuple[Level, ...]
     name: str = "custom"
+    dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, Device):
             raise InvalidTopologyError(f"device must be a Device, got {self.device!r}")
+        if not isinstance(self.dtype, str) or self.dtype not in DTYPE_BYTES:
+            raise InvalidTopologyError(
+                f"topology {self.name!r}: unknown dtype {self.dtype!r}; known: "
+                f"{', '.join(DTYPE_BYTES)} (the dtype device.peak_flops is the peak of)")
+        table = dict(self.device.peak_flops_by_dtype)
+        stated = table.get(self.dtype)
+        if stated is not None and not math.isclose(stated, self.device.peak_flops,
+                                                    rel_tol=1e-9):
+            match = [k for k, v in table.items()
+                     if math.isclose(v, self.device.peak_flops, rel_tol=1e-9)]
+            fix = (f"it is the {match[0]} peak: set dtype={match[0]!r}" if match else
+                   "set dtype to the dtype peak_flops is the peak of, or peak_flops to the "
+                   f"{self.dtype} peak")
+            default = " (the default dtype)" if self.dtype == "fp32" else ""
+            raise InvalidTopologyError(
+                f"topology {self.name!r}: device {self.device.name!r} has peak_flops "
+                f"{self.device.peak_flops:g} but states {stated:g} for dtype "
+                f"{self.dtype!r}{default}; {fix}")
         levels = tuple(self.levels)
         if not levels:
             raise InvalidTopologyError(
@@ -499,23 +537,43 @@ class Topology:
                 break
             levels.append(lv)
             below *= lv.fanout
-        return Topology(self.device, tuple(levels), self.name)
+        return Topology(self.device, tuple(levels), self.name, self.dtype)
 
     # ------------------------------------------------------------------ formats
     def to_dict(self) -> dict:
-        """A JSON-ready dict (``format``, ``version``, ``name``, ``device``, ``levels``)."""
+        """A JSON-ready dict (``format``, ``version``, ``name``, ``dtype``, ``device``,
+        ``levels``)."""
         return {"format": TOPOLOGY_FORMAT, "version": TOPOLOGY_FORMAT_VERSION,
-                "name": self.name, "device": self.device.to_dict(),
+                "name": self.name, "dtype": self.dtype, "device": self.device.to_dict(),
                 "levels": [lv.to_dict() for lv in self.levels]}
 
     @classmethod
     def from_dict(cls, data: dict, *, source: str = "<dict>") -> "Topology":
-        """Inverse of :meth:`to_dict`.
+        """Inverse of :meth:`to_dict`: the strict reader of a cluster (topology) document.
+
+        Every object of the document may hold only its known keys (a misspelled key is
+        refused naming its path and the nearest known key, never read as a default), and
+        every value must have its type. The keys, with the **declared defaults** of those
+        that may be left out:
+
+        - document: ``format`` and ``version`` (required), ``device`` and ``levels``
+          (required), ``name`` (default ``"custom"``; ``null`` too), ``dtype`` (the dtype of
+          ``device.peak_flops``, a key of :data:`DTYPE_BYTES`; default ``"fp32"``).
+        - ``device``: ``name``, ``memory_bytes``, ``peak_flops`` (required), ``efficiency``
+          (default 1.0), ``memory_bandwidth_bytes_per_s`` (default 0: unknown, no
+          memory-bound term), ``kernel_launch_s`` (default 0), ``peak_flops_by_dtype`` (an
+          object of dtype -> FLOP/s; default none).
+        - ``levels[i]``: ``name``, ``fanout``, ``bandwidth_bytes_per_s`` (required),
+          ``latency_s`` (default 0), ``latency_steps`` (a list of ``[max_devices,
+          latency_s]``; default none), ``uplinks`` (default 0: one link per device).
 
         Raises
         ------
         FormatError
-            When the format tag, version or a field is missing or wrong.
+            When the format tag, version or a required field is missing, a key is unknown
+            (``cluster.json: device.efficency is not a known key; did you mean
+            'efficiency'? known: ...``) or a value has the wrong type; the message starts
+            with ``source``.
         InvalidTopologyError
             When a value is invalid (non-positive bandwidth, ...).
         """
@@ -523,47 +581,53 @@ class Topology:
         doc = read_document(source, TOPOLOGY_FORMAT, TOPOLOGY_FORMAT_VERSION, data=data,
                             what="topology")
         f = Fields(source)
-        dev = f.mapping(f.get(doc, "device", ""), "device")
-        raw_levels = f.array(f.get(doc, "levels", ""), "levels")
+        f.keys(doc, _DOCUMENT_KEYS, "", required=("device", "levels"),
+               hint="the cluster's shape is its levels' fanouts (levels[0].fanout GPUs per "
+                    "node, levels[1].fanout nodes)")
+        dev = f.keys(doc["device"], _DEVICE_KEYS, "device",
+                     required=("name", "memory_bytes", "peak_flops"))
+        raw_levels = f.array(doc["levels"], "levels")
         if not raw_levels:
             raise f.error("levels", "is empty; give at least one level, e.g. {\"name\": "
                                     "\"nvlink\", \"fanout\": 4, \"bandwidth_bytes_per_s\": "
                                     "50e9, \"latency_s\": 9e-6}")
+        dtype = f.string(doc.get("dtype", "fp32"), "dtype")
+        if dtype not in DTYPE_BYTES:
+            raise f.error("dtype", _unknown_dtype(dtype))
+        by_dtype = f.mapping(dev.get("peak_flops_by_dtype", {}), "device.peak_flops_by_dtype")
+        for k in by_dtype:
+            if k not in DTYPE_BYTES:
+                raise f.error(f"device.peak_flops_by_dtype.{k}", _unknown_dtype(k, key=True))
         try:
-            by_dtype = f.mapping(dev.get("peak_flops_by_dtype") or {},
-                                 "device.peak_flops_by_dtype")
-            device = Device(f.string(f.get(dev, "name", "device"), "device.name"),
-                            f.number(f.get(dev, "memory_bytes", "device"),
-                                     "device.memory_bytes"),
-                            f.number(f.get(dev, "peak_flops", "device"), "device.peak_flops"),
+            device = Device(f.string(dev["name"], "device.name"),
+                            f.number(dev["memory_bytes"], "device.memory_bytes"),
+                            f.number(dev["peak_flops"], "device.peak_flops"),
                             f.number(dev.get("efficiency", 1.0), "device.efficiency"),
                             f.number(dev.get("memory_bandwidth_bytes_per_s", 0.0),
                                      "device.memory_bandwidth_bytes_per_s"),
                             f.number(dev.get("kernel_launch_s", 0.0), "device.kernel_launch_s"),
-                            tuple((f.string(k, "device.peak_flops_by_dtype"),
-                                   f.number(v, f"device.peak_flops_by_dtype.{k}"))
+                            tuple((k, f.number(v, f"device.peak_flops_by_dtype.{k}"))
                                   for k, v in by_dtype.items()))
             levels = []
             for i, lv in enumerate(raw_levels):
                 w = f"levels[{i}]"
-                f.mapping(lv, w)
+                f.keys(lv, _LEVEL_KEYS, w, required=("name", "fanout", "bandwidth_bytes_per_s"))
                 steps = []
                 for j, st in enumerate(f.array(lv.get("latency_steps", []),
                                                f"{w}.latency_steps")):
                     st = f.array(st, f"{w}.latency_steps[{j}]", length=2)
-                    steps.append((f.integer(st[0], f"{w}.latency_steps[{j}][0]"),
+                    steps.append((f.integer(st[0], f"{w}.latency_steps[{j}][0]", minimum=1),
                                   f.number(st[1], f"{w}.latency_steps[{j}][1]")))
                 levels.append(Level(
-                    f.string(f.get(lv, "name", w), f"{w}.name"),
-                    f.integer(f.get(lv, "fanout", w), f"{w}.fanout"),
-                    f.number(f.get(lv, "bandwidth_bytes_per_s", w),
-                             f"{w}.bandwidth_bytes_per_s"),
+                    f.string(lv["name"], f"{w}.name"),
+                    f.integer(lv["fanout"], f"{w}.fanout"),
+                    f.number(lv["bandwidth_bytes_per_s"], f"{w}.bandwidth_bytes_per_s"),
                     f.number(lv.get("latency_s", 0.0), f"{w}.latency_s"),
                     tuple(steps),
                     f.integer(lv.get("uplinks", 0), f"{w}.uplinks")))
             name = doc.get("name", "custom")
             return cls(device, tuple(levels),
-                       "custom" if name is None else f.string(name, "name"))
+                       "custom" if name is None else f.string(name, "name"), dtype)
         except InvalidTopologyError as exc:
             if source == "<dict>":
                 raise
@@ -594,5 +658,6 @@ class Topology:
                            for lv in reversed(self.levels))
         d = self.device
         return (f"Topology({self.name!r}: {self.n_devices} x {d.name} "
-                f"[{d.memory_bytes / 1e9:g} GB, {d.peak_flops / 1e12:g} TFLOP/s x "
+                f"[{d.memory_bytes / 1e9:g} GB, {d.peak_flops / 1e12:g} TFLOP/s "
+                f"{self.dtype} x "
                 f"{d.efficiency:g}]; {shape})")

@@ -8,7 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import clusters
-from milp_parallel.errors import FormatError, InvalidTopologyError, UnknownNameError
+from milp_parallel.errors import (
+    FormatError,
+    InvalidOptionError,
+    InvalidTopologyError,
+    UnknownNameError,
+)
 from milp_parallel.topology import Device, Level, Topology
 
 
@@ -143,20 +148,21 @@ def test_cluster_registry():
     assert clusters.get("dgx_h200", nodes=2).n_devices == 16
     assert clusters.get("dgx_h200").device.memory_bytes == 141e9
     assert clusters.get("pcie_box", gpus_per_node=8).n_devices == 8
-    bf = clusters.get("dgx_h100", precision="bf16")
+    bf = clusters.get("dgx_h100", dtype="bf16")
     assert bf.device.peak_flops > clusters.get("dgx_h100").device.peak_flops
-    with pytest.raises(InvalidTopologyError, match="nodes"):
+    # preset keywords are options, checked in one place (issue 22): InvalidOptionError
+    with pytest.raises(InvalidOptionError, match="nodes"):
         clusters.get("abci", nodes=0)
-    with pytest.raises(UnknownNameError, match="precision"):
-        clusters.get("abci", precision="fp8")
+    with pytest.raises(InvalidOptionError, match="dtype"):
+        clusters.get("abci", dtype="fp8")
 
 
 def test_selene_and_eos_presets_carry_the_published_figures():
-    s = clusters.get("selene", nodes=192)
+    s = clusters.get("selene", nodes=192, dtype="bf16")
     assert s.n_devices == 1536 and s.device.peak_flops == 312e12
     assert s.device.memory_bytes == 80e9
     assert [lv.bandwidth_bytes_per_s for lv in s.levels] == [300e9, 25e9]   # NVSwitch, HDR
-    e = clusters.get("eos", nodes=2)
+    e = clusters.get("eos", nodes=2, dtype="bf16")
     assert e.n_devices == 16 and e.device.peak_flops == 989.4e12
     assert [lv.bandwidth_bytes_per_s for lv in e.levels] == [450e9, 50e9]   # NVSwitch, NDR
-    assert clusters.get("selene", precision="fp32").device.peak_flops == 19.5e12
+    assert clusters.get("selene").device.peak_flops == 19.5e12     # the default dtype, fp32
