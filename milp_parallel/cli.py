@@ -812,7 +812,8 @@ def _cmd_clusters(args) -> int:
         t = clusters.get(name)
         rows.append({"name": name, "devices": int(t.n_devices), "device": t.device.name,
                      "memory_bytes": float(t.device.memory_bytes),
-                     "peak_flops": float(t.device.peak_flops),
+                     "peak_flops": float(t.device.peak_flops), "dtype": t.dtype,
+                     "dtypes": list(clusters.dtypes(name)),
                      "efficiency": float(t.device.efficiency),
                      "levels": [{"name": lv.name, "fanout": int(lv.fanout),
                                  "bandwidth_bytes_per_s": float(lv.bandwidth_bytes_per_s),
@@ -820,15 +821,17 @@ def _cmd_clusters(args) -> int:
     if args.json:
         _json_out(rows)
         return EXIT_OK
-    _out(f"{'cluster':10s} {'devices':>7}  {'device':16s} {'memory':>8} {'TFLOP/s':>8}  links "
-         "(innermost first)")
+    _out(f"{'cluster':10s} {'devices':>7}  {'device':16s} {'memory':>8} {'TFLOP/s':>8} "
+         f"{'dtype':5s}  links (innermost first)")
     for r in rows:
         links = ", ".join(f"{lv['fanout']} x {lv['name']} "
                           f"{format_bandwidth(lv['bandwidth_bytes_per_s'])}"
                           for lv in r["levels"])
         _out(f"{r['name']:10s} {r['devices']:>7}  {r['device']:16s} "
              f"{format_bytes(r['memory_bytes'], binary=False):>8} "
-             f"{r['peak_flops'] / 1e12:>8.3g}  {links}")
+             f"{r['peak_flops'] / 1e12:>8.3g} {r['dtype']:5s}  {links}")
+    _out(f"peaks at each preset's dtype (default {clusters.DEFAULT_DTYPE} for all; "
+         "clusters.get(name, dtype='bf16') for another)")
     return EXIT_OK
 
 
