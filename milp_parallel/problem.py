@@ -9,7 +9,15 @@ model) or over half-open liveness intervals (the IOPDDL contest model).
 It is numpy only and knows nothing of layers: ``node_names`` and ``config_labels`` are plain
 strings that map an answer back to whatever built the problem.
 
-``inf`` in a cost means *forbidden* (the configuration or the pair may not be chosen).
+``inf`` in a cost means *impossible*: the configuration or the pair may not be chosen.
+
+An entry at or above :attr:`Problem.forbidden_cost` (:data:`FORBIDDEN_COST`, ``1e18``, the
+IOPDDL contest's "effectively forbidden" marker) but below ``inf`` is a *forbidden entry*: it
+may be chosen, but it is counted, not added. Assignments compare lexicographically: fewest
+forbidden entries first, then the exact sum of the other entries (the *allowed cost*).
+Float64 cannot add ``1e18 + 6`` and ``1e18 + 58`` apart, so no solver adds a forbidden entry
+to anything: each works on :func:`~milp_parallel.solvers.forbidden.lexicographic`'s copy,
+where a forbidden entry costs a marker just above every difference of allowed costs.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ import numpy as np
 from .errors import FormatError, InvalidAssignmentError, InvalidProblemError
 from .io import Fields, encode, read_document, read_json, write_json
 
-__all__ = ["Problem", "Evaluation", "load_problem", "PROBLEM_FORMAT", "PROBLEM_FORMAT_VERSION"]
+__all__ = ["Problem", "Evaluation", "load_problem", "PROBLEM_FORMAT", "PROBLEM_FORMAT_VERSION",
+           "FORBIDDEN_COST"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +43,10 @@ PROBLEM_FORMAT_VERSION = 1
 
 #: Relative tolerance used when comparing memory against a budget.
 MEMORY_RTOL = 1e-9
+
+#: Costs at or above this (and below ``inf``) are forbidden entries: counted, not added (the
+#: IOPDDL contest's "effectively forbidden" ``1e18``).
+FORBIDDEN_COST = 1e18
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -48,7 +61,9 @@ class Evaluation:
     Attributes
     ----------
     cost : float
-        Total objective: ``node_cost + edge_cost`` (``inf`` if a forbidden choice is made).
+        Total objective: ``node_cost + edge_cost`` (``inf`` if an impossible choice is made).
+        With forbidden entries it is only approximate (float64 cannot add ``1e18 + 6``):
+        compare assignments by :attr:`key`.
     node_cost, edge_cost : float
         The two parts of the objective.
     peak_memory : numpy.ndarray or None
@@ -57,6 +72,11 @@ class Evaluation:
         With intervals: the time point at which each device's peak occurs.
     feasible : bool
         ``True`` when the cost is finite and every device's peak is within the budget.
+    forbidden_entries : int
+        How many chosen entries are forbidden (at or above the problem's
+        :attr:`~Problem.forbidden_cost`).
+    allowed_cost : float
+        The exact sum (``math.fsum``) of the other chosen entries (``inf`` if one is ``inf``).
     """
 
     cost: float
@@ -65,6 +85,13 @@ class Evaluation:
     peak_memory: np.ndarray | None
     peak_time: np.ndarray | None
     feasible: bool
+    forbidden_entries: int = 0
+    allowed_cost: float = math.nan
+
+    @property
+    def key(self) -> tuple[int, float]:
+        """``(forbidden_entries, allowed_cost)``: the order in which assignments compare."""
+        return (self.forbidden_entries, self.allowed_cost)
 
 
 class Problem:
@@ -119,6 +146,7 @@ class Problem:
         intervals: Sequence[tuple[int, int]] | None = None,
         node_names: Sequence[str] | None = None,
         config_labels: Sequence[Sequence[str]] | None = None,
+        forbidden_cost: float = FORBIDDEN_COST,
     ) -> None:
         node_costs = _sequence(node_costs, "node_costs", "one cost array per node")
         edges = _sequence(edges, "edges", "(u, v) pairs of node indices")
@@ -253,8 +281,28 @@ class Problem:
                     raise InvalidProblemError(
                         f"node {v} ({names[v]}): {len(ls)} config labels for {k[v]} configs")
         self._config_labels = labels
+        if (isinstance(forbidden_cost, bool) or not isinstance(forbidden_cost, (int, float))
+                or not math.isfinite(forbidden_cost) or forbidden_cost <= 0):
+            raise InvalidProblemError(f"forbidden_cost must be a positive finite number, got "
+                                      f"{forbidden_cost!r}")
+        self._forbidden_cost = float(forbidden_cost)
+        self._has_forbidden: bool | None = None
 
     # ------------------------------------------------------------------ accessors
+    @property
+    def forbidden_cost(self) -> float:
+        """Entries at or above this (and below ``inf``) are forbidden: counted, not added."""
+        return self._forbidden_cost
+
+    @property
+    def has_forbidden_entries(self) -> bool:
+        """Whether any node or edge table holds a forbidden entry (computed once)."""
+        if self._has_forbidden is None:
+            f = self._forbidden_cost
+            self._has_forbidden = any(bool(np.any((t >= f) & (t < math.inf)))
+                                      for t in self._node_costs + self._edge_costs)
+        return self._has_forbidden
+
     @property
     def n_nodes(self) -> int:
         """Number of nodes."""
@@ -340,7 +388,8 @@ class Problem:
                 and _tables_equal(self.edge_costs, other.edge_costs)
                 and _opt_equal(self._memory, other._memory, _tables_equal)
                 and _opt_equal(self._memory_limit, other._memory_limit, np.array_equal)
-                and _opt_equal(self._intervals, other._intervals, np.array_equal))
+                and _opt_equal(self._intervals, other._intervals, np.array_equal)
+                and self._forbidden_cost == other._forbidden_cost)
 
     __hash__ = None  # mutable-looking container of arrays: not hashable
 
@@ -411,12 +460,14 @@ class Problem:
             If the assignment has the wrong length or an index out of range.
         """
         a = self.check_assignment(assignment)
-        node = float(sum(self._node_costs[v][a[v]] for v in range(self.n_nodes)))
-        edge = 0.0
-        if self.n_edges:
-            u, v = self._edges[:, 0], self._edges[:, 1]
-            edge = float(sum(t[a[i], a[j]] for t, i, j in zip(self._edge_costs, u, v)))
+        nodes = np.array([c[a[v]] for v, c in enumerate(self._node_costs)])
+        edges = np.array([t[a[i], a[j]] for t, (i, j) in zip(self._edge_costs, self._edges)])
+        node, edge = float(nodes.sum()), float(edges.sum())
         cost = node + edge
+        chosen = np.concatenate([nodes, edges])
+        bad = (chosen >= self._forbidden_cost) & (chosen < math.inf)
+        n_bad = int(bad.sum())
+        allowed = math.fsum(chosen[~bad].tolist())
         peak = peak_t = None
         feasible = math.isfinite(cost)
         if self._memory is not None:
@@ -425,7 +476,8 @@ class Problem:
                 feasible = feasible and bool(
                     np.all(peak <= self._memory_limit * (1 + MEMORY_RTOL)))
         return Evaluation(cost=cost, node_cost=node, edge_cost=edge, peak_memory=peak,
-                          peak_time=peak_t, feasible=feasible)
+                          peak_time=peak_t, feasible=feasible, forbidden_entries=n_bad,
+                          allowed_cost=allowed)
 
     def with_memory_limit(self, memory_limit: float | str | Sequence[float] | None
                           ) -> "Problem":
@@ -446,7 +498,8 @@ class Problem:
             memory_limit = parse_memory_limit(memory_limit, default=NO_LIMIT)
         return Problem(self._node_costs, self._edges, self._edge_costs, memory=self._memory,
                        memory_limit=memory_limit, intervals=self._intervals,
-                       node_names=self._node_names, config_labels=self._config_labels)
+                       node_names=self._node_names, config_labels=self._config_labels,
+                       forbidden_cost=self._forbidden_cost)
 
     # ------------------------------------------------------------------ our JSON format
     def to_dict(self) -> dict:
@@ -493,9 +546,10 @@ class Problem:
         Raises
         ------
         FormatError
-            If the data is not a ``milp_parallel.problem`` document of a known version, or a
-            field is missing or of the wrong type (names the source and the field, e.g.
-            ``nodes[3].costs[1]``).
+            If the data is not a ``milp_parallel.problem`` document of a known version, a key
+            is unknown (names it and the nearest known key, e.g. ``nodes[3].cost``: did you
+            mean 'costs'?), or a field is missing or of the wrong type (names the source and
+            the field, e.g. ``nodes[3].costs[1]``).
         InvalidProblemError
             If the tables are inconsistent (prefixed with the source).
         """
@@ -503,10 +557,9 @@ class Problem:
                             what="problem",
                             hint="IOPDDL contest files load with Problem.from_iopddl")
         f = Fields(source)
-        nodes = f.array(f.get(doc, "nodes", ""), "nodes")
-        edges = f.array(f.get(doc, "edges", ""), "edges")
-        for j, d in enumerate(nodes):
-            f.mapping(d, f"nodes[{j}]")
+        f.keys(doc, _PROBLEM_KEYS, "", required=("nodes", "edges"))
+        nodes = f.records(doc["nodes"], _NODE_KEYS, "nodes", required=("costs",))
+        edges = f.records(doc["edges"], _EDGE_KEYS, "edges", required=_EDGE_KEYS)
         present = {}
         for key in ("memory", "interval"):
             has = [key in d for d in nodes]
@@ -517,8 +570,7 @@ class Problem:
                     f"nodes[0] {'has' if has[0] else 'has none'}; give every node a {key!r} "
                     "or none")
             present[key] = bool(nodes) and has[0]
-        costs = [f.numbers(f.get(d, "costs", f"nodes[{j}]"), f"nodes[{j}].costs")
-                 for j, d in enumerate(nodes)]
+        costs = [f.numbers(d["costs"], f"nodes[{j}].costs") for j, d in enumerate(nodes)]
         names = [f.string(d.get("name", str(j)), f"nodes[{j}].name")
                  for j, d in enumerate(nodes)]
         labels = None
@@ -546,11 +598,9 @@ class Problem:
                                   f.integer(iv[1], f"nodes[{j}].interval[1]")))
         pairs, tables = [], []
         for i, d in enumerate(edges):
-            f.mapping(d, f"edges[{i}]")
-            pairs.append((f.integer(f.get(d, "u", f"edges[{i}]"), f"edges[{i}].u"),
-                          f.integer(f.get(d, "v", f"edges[{i}]"), f"edges[{i}].v")))
-            tables.append(f.numbers(f.get(d, "costs", f"edges[{i}]"), f"edges[{i}].costs",
-                                    ndim=2))
+            pairs.append((f.integer(d["u"], f"edges[{i}].u"),
+                          f.integer(d["v"], f"edges[{i}].v")))
+            tables.append(f.numbers(d["costs"], f"edges[{i}].costs", ndim=2))
         limit = doc.get("memory_limit")
         if limit is not None:
             limit = (f.numbers(limit, "memory_limit") if isinstance(limit, list)
@@ -595,9 +645,10 @@ class Problem:
         Raises
         ------
         FormatError
-            If the file cannot be read, a key is missing, a value has the wrong type (a
-            float node index, a number where a list belongs, an interval of one number), or
-            a list has the wrong length; names the file and the node or edge.
+            If the file cannot be read, a key is missing or unknown (names the nearest known
+            one), a value has the wrong type (a float node index, a number where a list
+            belongs, an interval of one number), or a list has the wrong length; names the
+            file and the node or edge.
         InvalidProblemError
             If the tables are inconsistent (a self-loop, a negative cost; names the file).
         """
@@ -611,14 +662,14 @@ class Problem:
         if not isinstance(data, dict) or not isinstance(data.get("problem"), dict):
             raise FormatError(f"{source}: not an IOPDDL problem (expected an object with a "
                               "'problem' object)")
-        p = data["problem"]
-        try:
-            nodes, edges = f.mapping(p["nodes"], "problem.nodes"), \
-                f.mapping(p["edges"], "problem.edges")
-            raw_costs, raw_usages, raw_iv = nodes["costs"], nodes["usages"], nodes["intervals"]
-            enodes, ecosts = edges["nodes"], edges["costs"]
-        except KeyError as exc:
-            raise FormatError(f"{source}: not an IOPDDL problem (missing {exc})") from None
+        f.keys(data, ("problem",), "")
+        p = _iopddl_object(f, data["problem"], _IOPDDL_KEYS, "problem", ("nodes", "edges"))
+        nodes = _iopddl_object(f, p["nodes"], _IOPDDL_NODE_KEYS, "problem.nodes")
+        edges = _iopddl_object(f, p["edges"], _IOPDDL_EDGE_KEYS, "problem.edges")
+        raw_costs, raw_usages, raw_iv = nodes["costs"], nodes["usages"], nodes["intervals"]
+        enodes, ecosts = edges["nodes"], edges["costs"]
+        if p.get("name") is not None:
+            f.string(p["name"], "problem.name")
         raw_costs = f.array(raw_costs, "problem.nodes.costs")
         raw_usages = f.array(raw_usages, "problem.nodes.usages")
         raw_iv = f.array(raw_iv, "problem.nodes.intervals")
@@ -736,6 +787,15 @@ def load_problem(path: str | Path) -> Problem:
 
 
 # ---------------------------------------------------------------------- helpers
+#: The keys each object of the two formats may have (:meth:`Fields.keys` refuses others).
+_PROBLEM_KEYS = frozenset({"format", "version", "nodes", "edges", "memory_limit"})
+_NODE_KEYS = frozenset({"name", "labels", "costs", "memory", "interval"})
+_EDGE_KEYS = frozenset({"u", "v", "costs"})
+_IOPDDL_KEYS = frozenset({"name", "nodes", "edges", "usage_limit"})
+_IOPDDL_NODE_KEYS = frozenset({"costs", "usages", "intervals"})
+_IOPDDL_EDGE_KEYS = frozenset({"nodes", "costs"})
+
+
 def _float_array(x, what: str) -> np.ndarray:
     if isinstance(x, (str, bytes, Mapping)):
         raise InvalidProblemError(f"{what}: expected numbers, got {type(x).__name__} {x!r:.40}")
@@ -831,6 +891,17 @@ def _with_source(source: str, make):
         return make()
     except InvalidProblemError as exc:
         raise InvalidProblemError(f"{source}: {exc}") from None
+
+
+def _iopddl_object(f: Fields, obj, keys: frozenset, where: str, required=None) -> Mapping:
+    """An object of the IOPDDL format: only ``keys``, every ``required`` one (default all)."""
+    f.mapping(obj, where)
+    for key in sorted(keys) if required is None else required:
+        if key not in obj:
+            raise f.error(f"{where}.{key}", "is missing: not an IOPDDL problem (it has "
+                                            "problem.nodes {costs, usages, intervals} and "
+                                            "problem.edges {nodes, costs})")
+    return f.keys(obj, keys, where)
 
 
 def _iopddl_pairs(f: Fields, raw: list, where: str, what: str) -> np.ndarray:

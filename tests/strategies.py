@@ -40,7 +40,11 @@ is drawn by hypothesis and shrinks well.
 
 Costs are either small integers (many ties: tests argmin recovery) or floats over several
 orders of magnitude. With ``inf``, a drawn fraction of node and edge costs is ``inf``
-(forbidden), which can make every assignment forbidden (an infeasible problem).
+(impossible), which can make every assignment impossible (an infeasible problem). With
+``forbidden``, a drawn fraction is a forbidden entry (:data:`FORBIDDEN_VALUES`: IOPDDL's
+``1e18`` and larger), alone or beside ``inf``; at a high rate every feasible assignment uses
+some, so the lexicographic order (fewest forbidden entries, then the cost of the rest) is
+what decides.
 
 Memory models: ``"none"`` (no tables), ``"all_live"`` (``(K_v, D)`` tables, additive, D in
 1..``max_devices``), ``"intervals"`` (one column, random half-open liveness intervals, some
@@ -57,12 +61,15 @@ from hypothesis import strategies as st
 
 from milp_parallel.problem import Problem
 
-__all__ = ["KINDS", "MEMORY_MODELS", "graphs", "config_counts", "problems", "tiny_problems"]
+__all__ = ["KINDS", "MEMORY_MODELS", "FORBIDDEN_VALUES", "graphs", "config_counts", "problems",
+           "tiny_problems"]
 
 #: Graph shapes :func:`graphs` knows.
 KINDS = ("chain", "tree", "series_parallel", "partial_ktree", "dag")
 #: Memory models :func:`problems` knows (``"any"`` picks one of them).
 MEMORY_MODELS = ("none", "all_live", "intervals")
+#: The forbidden entries drawn (every value at or above 1e18 counts as one).
+FORBIDDEN_VALUES = (1e18, 1e18, 1e18, 1e18 + 2**40, 3e18, 1e19)
 
 
 # ---------------------------------------------------------------------- graphs
@@ -160,11 +167,15 @@ def config_counts(draw, n_nodes: int, max_configs: int = 4,
 
 
 # ---------------------------------------------------------------------- problems
-def _costs(rng: np.random.Generator, shape, integer: bool, inf_rate: float) -> np.ndarray:
+def _costs(rng: np.random.Generator, shape, integer: bool, inf_rate: float,
+           forbidden_rate: float = 0.0) -> np.ndarray:
     if integer:
         a = rng.integers(0, 20, size=shape).astype(np.float64)
     else:
         a = rng.lognormal(mean=0.0, sigma=2.0, size=shape)
+    if forbidden_rate > 0:
+        hit = rng.random(shape) < forbidden_rate
+        a[hit] = rng.choice(FORBIDDEN_VALUES, size=int(hit.sum()))
     if inf_rate > 0:
         a[rng.random(shape) < inf_rate] = np.inf
     return a
@@ -173,8 +184,8 @@ def _costs(rng: np.random.Generator, shape, integer: bool, inf_rate: float) -> n
 @st.composite
 def problems(draw, kinds: Sequence[str] = KINDS, *, min_nodes: int = 1, max_nodes: int = 7,
              max_configs: int = 4, max_assignments: int | None = 4000,
-             inf: bool | None = None, memory: str = "any", budget: bool | None = None,
-             max_devices: int = 3):
+             inf: bool | None = None, forbidden: bool | None = None, memory: str = "any",
+             budget: bool | None = None, max_devices: int = 3):
     """A random :class:`~milp_parallel.Problem`.
 
     Parameters
@@ -188,7 +199,9 @@ def problems(draw, kinds: Sequence[str] = KINDS, *, min_nodes: int = 1, max_node
     max_assignments : int or None
         Bound on ``prod(K_v)`` (keep it small when brute force checks the answer).
     inf : bool or None
-        Whether some costs are ``inf`` (forbidden); ``None`` draws it.
+        Whether some costs are ``inf`` (impossible); ``None`` draws it.
+    forbidden : bool or None
+        Whether some costs are forbidden entries (``>= 1e18``); ``None`` draws it.
     memory : str
         ``"none"``, ``"all_live"``, ``"intervals"``, or ``"any"`` (drawn).
     budget : bool or None
@@ -206,8 +219,11 @@ def problems(draw, kinds: Sequence[str] = KINDS, *, min_nodes: int = 1, max_node
     integer = draw(st.booleans())
     use_inf = draw(st.booleans()) if inf is None else inf
     inf_rate = float(rng.uniform(0.05, 0.3)) if use_inf else 0.0
-    node_costs = [_costs(rng, (kv,), integer, inf_rate) for kv in k]
-    edge_costs = [_costs(rng, (k[u], k[v]), integer, inf_rate) for u, v in edges]
+    use_forbidden = draw(st.booleans()) if forbidden is None else forbidden
+    forbidden_rate = float(rng.choice([0.1, 0.3, 0.7])) if use_forbidden else 0.0
+    node_costs = [_costs(rng, (kv,), integer, inf_rate, forbidden_rate) for kv in k]
+    edge_costs = [_costs(rng, (k[u], k[v]), integer, inf_rate, forbidden_rate)
+                  for u, v in edges]
 
     model = draw(st.sampled_from(MEMORY_MODELS)) if memory == "any" else memory
     if model not in MEMORY_MODELS:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from milp_parallel.problem import Problem
 from milp_parallel.solvers.brute import brute_force
+from milp_parallel.solvers.forbidden import lexicographic
 from milp_parallel.solvers.heuristics import incumbent
 from milp_parallel.solvers.memory import least_memory
 from milp_parallel.solvers.milp import (
@@ -67,6 +68,7 @@ def _close(a: float, b: float) -> bool:
 @given(problem=problems(max_nodes=6, max_assignments=1500))
 @settings(max_examples=25, deadline=None)
 def test_each_reduction_keeps_the_optimum(steps, problem):
+    problem = lexicographic(problem).problem    # what presolve works on (forbidden.py)
     exact = brute_force(problem)
     warm, _ = initial_assignment(problem)
     red = presolve(problem, warm_start=warm, reductions=steps)
@@ -87,6 +89,7 @@ def test_each_reduction_keeps_the_optimum(steps, problem):
 @given(problem=problems(max_nodes=6, max_assignments=1500))
 @settings(max_examples=40, deadline=None)
 def test_reduced_choices_cost_the_same_on_the_original(problem):
+    problem = lexicographic(problem).problem    # what presolve works on (forbidden.py)
     warm, _ = initial_assignment(problem)
     red = presolve(problem, warm_start=warm)
     if red.infeasible:
@@ -237,6 +240,7 @@ def test_cpsat_cost_scaling_error_is_bounded(costs):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_presolve_cut_by_a_passed_deadline_keeps_the_optimum(problem):
     """With the deadline already passed only the mandatory steps run; still exact."""
+    problem = lexicographic(problem).problem    # what presolve works on (forbidden.py)
     exact = brute_force(problem)
     warm = None if exact.assignment is None else exact.assignment
     red = presolve(problem, warm_start=warm, deadline=_passed())
@@ -271,6 +275,7 @@ def test_greedy_warm_start_repairs_a_start_that_overflows_a_device():
 def test_dp_marginal_step_without_budget_keeps_exactly_the_optimal_configurations(problem):
     """With presolve="dp" and no budget the incumbent is the DP optimum: a configuration
     stays iff some optimal assignment uses it (brute-force enumeration)."""
+    problem = lexicographic(problem).problem    # what presolve works on (forbidden.py)
     red = presolve(problem, reductions=DP_REDUCTIONS)
     if red.warm_start is None or red.stats.get("dp_marginal_configs") is None:
         return

@@ -10,8 +10,11 @@ method that owns the flow every backend shares:
 2. check that the backend accepts the problem (:meth:`Solver.accepts`, read from the declared
    capabilities; :class:`~milp_parallel.errors.UnsupportedProblemError` otherwise);
 3. start the :class:`~milp_parallel.solvers.options.Deadline` of ``time_limit``;
-4. call the backend's :meth:`Solver._solve`, which returns a
-   :class:`~milp_parallel.solvers.result.SolveResult` in the one status vocabulary.
+4. replace forbidden (``>= 1e18``) entries by the lexicographic marker
+   (:mod:`~milp_parallel.solvers.forbidden`), so no backend adds one to anything;
+5. call the backend's :meth:`Solver._solve`, which returns a
+   :class:`~milp_parallel.solvers.result.SolveResult` in the one status vocabulary, and
+   re-evaluate its answer on the original problem.
 
 ``auto`` and :func:`~milp_parallel.solve` read the same :meth:`Solver.accepts`.
 """
@@ -27,6 +30,7 @@ import numpy as np
 
 from ..errors import InvalidOptionError, UnsupportedProblemError
 from ..problem import Problem
+from .forbidden import lexicographic, restore
 from .options import Deadline, validate_gap, validate_threads, validate_time_limit
 from .result import SolveResult
 
@@ -236,7 +240,8 @@ class Solver:
             logger.info("%s: option(s) %s do not apply to this solver and were ignored",
                         self.name, ", ".join(ignored))
         deadline = Deadline(opts["time_limit"])
-        result = self._solve(problem, opts, deadline)
+        lex = lexicographic(problem)
+        result = restore(lex, self._solve(lex.problem, opts, deadline))
         if ignored:
             result.stats["ignored_options"] = ignored
         return result

@@ -8,6 +8,7 @@ default limit is ``2e6`` assignments.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -63,7 +64,9 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
     -------
     SolveResult
         ``optimal`` with the first (in mixed-radix order, node 0 most significant) assignment
-        of least cost among the feasible ones, or ``infeasible`` (``assignment`` None). The
+        of least cost among the feasible ones (fewest forbidden entries first, then the cost
+        of the rest: see :mod:`~milp_parallel.solvers.forbidden`), or ``infeasible``
+        (``assignment`` None). The
         stats hold ``n_assignments``, ``n_finite_cost`` (assignments without a forbidden
         choice), and, with memory tables, ``least_peak_memory`` (per device, the least peak
         any assignment of finite cost reaches; the least over all assignments when every
@@ -109,8 +112,9 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
         least_peak_finite = np.full(d, np.inf)
         least_peak_any = np.full(d, np.inf)
 
-    best_cost = math.inf
+    best_key = (math.inf, math.inf)
     best_idx = -1
+    forbidden = problem.forbidden_cost
     n_finite = 0
     timed_out = False
     chunk_size = max(1, int(chunk_size))
@@ -120,11 +124,15 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
             break
         idx = np.arange(start, min(start + chunk_size, total), dtype=np.int64)
         a = (idx[:, None] // strides[None, :]) % k[None, :]          # (m, n)
+        # forbidden entries are counted, the rest added (the lexicographic order)
         cost = np.zeros(idx.size)
-        for v in range(n):
-            cost += problem.node_costs[v][a[:, v]]
-        for e, tab in enumerate(problem.edge_costs):
-            cost += tab[a[:, eu[e]], a[:, ev[e]]]
+        count = np.zeros(idx.size, dtype=np.int64)
+        for x in itertools.chain((c[a[:, v]] for v, c in enumerate(problem.node_costs)),
+                                 (t[a[:, eu[e]], a[:, ev[e]]]
+                                  for e, t in enumerate(problem.edge_costs))):
+            bad = (x >= forbidden) & (x < math.inf)
+            count += bad
+            cost += np.where(bad, 0.0, x)
         finite = np.isfinite(cost)
         n_finite += int(finite.sum())
         ok = finite
@@ -142,10 +150,10 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
             if limit is not None:
                 ok = ok & np.all(peak <= limit * (1 + MEMORY_RTOL), axis=1)
         if ok.any():
-            masked = np.where(ok, cost, np.inf)
-            i = int(np.argmin(masked))
-            if masked[i] < best_cost:
-                best_cost = float(masked[i])
+            cand = np.nonzero(ok)[0]
+            i = int(cand[np.lexsort((cost[cand], count[cand]))[0]])
+            if (int(count[i]), float(cost[i])) < best_key:
+                best_key = (int(count[i]), float(cost[i]))
                 best_idx = int(idx[i])
 
     stats: dict[str, Any] = {"n_assignments": total, "n_finite_cost": n_finite,
@@ -160,13 +168,17 @@ def brute_force(problem: Problem, *, max_assignments: float = DEFAULT_MAX_ASSIGN
                            bound=-math.inf if timed_out else math.inf,
                            gap=math.inf, seconds=seconds, solver="brute", stats=stats)
     assignment = (best_idx // strides) % k
-    objective = problem.evaluate(assignment).cost
+    ev = problem.evaluate(assignment)
+    objective = ev.cost
+    stats["forbidden_entries"] = ev.forbidden_entries
     if timed_out:
         return SolveResult(assignment=assignment, objective=objective, status=FEASIBLE,
                            bound=-math.inf, gap=math.inf, seconds=seconds, solver="brute",
-                           stats=stats)
+                           stats=stats, forbidden_entries=ev.forbidden_entries,
+                           allowed_cost=ev.allowed_cost)
     return SolveResult(assignment=assignment, objective=objective, status=OPTIMAL,
-                       bound=objective, gap=0.0, seconds=seconds, solver="brute", stats=stats)
+                       bound=objective, gap=0.0, seconds=seconds, solver="brute", stats=stats,
+                       forbidden_entries=ev.forbidden_entries, allowed_cost=ev.allowed_cost)
 
 
 class BruteForceSolver(Solver):

@@ -35,7 +35,7 @@ from collections import deque
 
 import numpy as np
 
-from ..problem import MEMORY_RTOL, Problem
+from ..problem import FORBIDDEN_COST, MEMORY_RTOL, Problem
 from .memory import interval_cliques
 from .options import Deadline
 
@@ -44,12 +44,13 @@ __all__ = ["SENTINEL", "incumbent", "LocalSearch"]
 logger = logging.getLogger(__name__)
 
 #: Costs at or above this are "effectively forbidden" (the IOPDDL contest's 1e18 entries):
-#: the heuristics avoid them like ``inf`` whenever they can.
-SENTINEL = 1e18
+#: the heuristics avoid them like ``inf`` whenever they can. A problem's own threshold is its
+#: ``forbidden_cost`` (the lexicographic copy a solver sees has a smaller one).
+SENTINEL = FORBIDDEN_COST
 
 
-def _bad(a: np.ndarray) -> np.ndarray:
-    return ~(a < SENTINEL)                  # inf, nan and the sentinel
+def _bad(a: np.ndarray, forbidden: float) -> np.ndarray:
+    return ~(a < forbidden)                 # inf, nan and the forbidden entries
 
 
 class LocalSearch:
@@ -78,7 +79,7 @@ class LocalSearch:
         self.nbrs: list[list[tuple[int, np.ndarray, np.ndarray | None]]] = \
             [[] for _ in range(n)]
         if edge_bad is None:
-            edge_bad = [_bad(t) for t in problem.edge_costs]
+            edge_bad = [_bad(t, problem.forbidden_cost) for t in problem.edge_costs]
         self.edge_bad = edge_bad
         for (u, v), t, b in zip(problem.edges, problem.edge_costs, edge_bad):
             u, v = int(u), int(v)
@@ -92,7 +93,7 @@ class LocalSearch:
         self.offsets = np.concatenate([[0], np.cumsum(k)]).astype(np.int64)
         self.sizes = np.asarray(k, dtype=np.int64)
         self.owner = np.repeat(np.arange(n), self.sizes)
-        self.node_bad = [_bad(c) for c in problem.node_costs]
+        self.node_bad = [_bad(c, problem.forbidden_cost) for c in problem.node_costs]
         self.node_cost = [np.where(b, 0.0, c) for c, b in zip(problem.node_costs,
                                                                 self.node_bad)]
         total = int(self.offsets[-1])
@@ -145,7 +146,7 @@ class LocalSearch:
             lens = self.sizes[owners]
             pos = (np.repeat(self.offsets[owners] - np.cumsum(lens) + lens, lens)
                    + np.arange(vals.size))
-            bad = _bad(vals)
+            bad = _bad(vals, self.p.forbidden_cost)
             total = self.offsets[-1]
             self.bad_all = np.bincount(pos, weights=bad, minlength=total).astype(np.int64)
             self.cost_all = np.bincount(pos, weights=np.where(bad, 0.0, vals),
@@ -499,14 +500,14 @@ class LocalSearch:
             cu, cw = self.a[u], self.a[w]
             bu, ku = self.local(u)
             bw, kw = self.local(w)
-            tb = _bad(t)
+            tb = _bad(t, self.p.forbidden_cost)
             tc = np.where(tb, 0.0, t)
             # each end's local cost without this edge's term (the other end at its choice)
             col_u, col_w = t[:, cw], t[cu, :]
-            bu0 = bu - _bad(col_u)
-            ku0 = ku - np.where(_bad(col_u), 0.0, col_u)
-            bw0 = bw - _bad(col_w)
-            kw0 = kw - np.where(_bad(col_w), 0.0, col_w)
+            bu0 = bu - _bad(col_u, self.p.forbidden_cost)
+            ku0 = ku - np.where(_bad(col_u, self.p.forbidden_cost), 0.0, col_u)
+            bw0 = bw - _bad(col_w, self.p.forbidden_cost)
+            kw0 = kw - np.where(_bad(col_w, self.p.forbidden_cost), 0.0, col_w)
             bad = bu0[:, None] + bw0[None, :] + tb
             cost = ku0[:, None] + kw0[None, :] + tc
             ok = bad <= bad[cu, cw]
@@ -577,7 +578,7 @@ class _Arcs:
 
     def __init__(self, problem: Problem, edge_bad: list[np.ndarray] | None = None):
         if edge_bad is None:
-            edge_bad = [_bad(t) for t in problem.edge_costs]
+            edge_bad = [_bad(t, problem.forbidden_cost) for t in problem.edge_costs]
         self.edge_bad = edge_bad
         self.edges = [(int(u), int(v)) for u, v in problem.edges]
         self.good: list[np.ndarray | None] = [None] * len(self.edges)
@@ -626,7 +627,7 @@ class _Arcs:
 def _hard_domains(problem: Problem, deadline: Deadline,
                   arcs: _Arcs | None = None) -> list[np.ndarray] | None:
     """Arc-consistent domains of good configurations, or ``None`` when one empties."""
-    allowed = [~_bad(c) for c in problem.node_costs]
+    allowed = [~_bad(c, problem.forbidden_cost) for c in problem.node_costs]
     if not all(al.any() for al in allowed):
         return None
     arcs = arcs if arcs is not None else _Arcs(problem)
@@ -762,7 +763,8 @@ def incumbent(problem: Problem, *, deadline: Deadline | None = None,
     if start is None and problem.has_budget:
         # When the cheapest configuration of every node overflows memory, the greedy will
         # too and its repair is slow on large interval models: the least-memory start first.
-        cheap = np.array([int(np.lexsort((c, _bad(c)))[0]) for c in problem.node_costs])
+        cheap = np.array([int(np.lexsort((c, _bad(c, problem.forbidden_cost)))[0])
+                          for c in problem.node_costs])
         tight = not problem.evaluate(cheap).feasible
         stats["tight_memory"] = tight
     if tight:

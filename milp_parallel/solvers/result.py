@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -44,6 +45,12 @@ class SolveResult:
         The solver's registry name.
     stats : Mapping
         Solver-specific statistics (eliminations, treewidth, nodes explored, ...).
+    forbidden_entries : int
+        How many chosen entries are forbidden (at or above the problem's ``forbidden_cost``,
+        IOPDDL's ``1e18``): assignments compare by :attr:`key`, fewest first.
+    allowed_cost : float
+        The exact cost of the other chosen entries (``objective`` when none is forbidden;
+        ``nan`` without a solution).
     """
 
     assignment: np.ndarray | None
@@ -54,10 +61,19 @@ class SolveResult:
     seconds: float
     solver: str
     stats: Mapping[str, Any] = field(default_factory=dict)
+    forbidden_entries: int = 0
+    allowed_cost: float = math.nan
 
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if math.isnan(self.allowed_cost) and self.forbidden_entries == 0:
+            object.__setattr__(self, "allowed_cost", float(self.objective))
+
+    @property
+    def key(self) -> tuple[int, float]:
+        """``(forbidden_entries, allowed_cost)``: the order in which answers compare."""
+        return (self.forbidden_entries, self.allowed_cost)
 
     @property
     def is_optimal(self) -> bool:

@@ -157,9 +157,10 @@ def sentinel_entries(problem: Problem, assignment: np.ndarray | None) -> int:
     if assignment is None:
         return 0
     a = np.asarray(assignment, dtype=np.int64)
-    n = sum(int(not c[a[v]] < SENTINEL) for v, c in enumerate(problem.node_costs))
+    f = problem.forbidden_cost
+    n = sum(int(not c[a[v]] < f) for v, c in enumerate(problem.node_costs))
     for (u, v), t in zip(problem.edges, problem.edge_costs):
-        n += int(not t[a[u], a[v]] < SENTINEL)
+        n += int(not t[a[u], a[v]] < f)
     return n
 
 
@@ -252,7 +253,10 @@ class MilpBackend(Solver):
             warm, inc_stats = incumbent(problem, deadline=share)
             source = "heuristic" if warm is not None else "none"
         t_inc = deadline.elapsed()
-        base = {"presolve": mode, "warm_start_source": source, "incumbent_seconds": t_inc,
+        # Whether the exact search ran (then the exact search cannot be this answer's check).
+        exact = mode == "dp" or bool(set(steps) & set(DP_REDUCTIONS))
+        base = {"presolve": mode, "used_exact_search": exact,
+                "warm_start_source": source, "incumbent_seconds": t_inc,
                 "estimated_nonzeros": nnz, "incumbent_bad_entries": inc_stats.get("bad_entries")}
         if (options["contract"] != "off" and warm is not None and mode != "none"
                 and sentinel_entries(problem, warm) == 0 and not deadline.passed()):

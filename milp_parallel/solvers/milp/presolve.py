@@ -55,6 +55,7 @@ import numpy as np
 
 from ...problem import Problem
 from ..dual import DualAscent, capped
+from ..forbidden import lexicographic
 from ..heuristics import LocalSearch
 from ..memory import memory_rows
 from ..options import Deadline
@@ -517,9 +518,12 @@ class _State:
             self.adj[v] = set()
             changed = True
         # Additive edges.
+        # (Never one with a forbidden entry: a tolerance relative to the marker would erase
+        # the small costs beside it.)
+        forbidden = self.p.forbidden_cost
         for e in list(self.edges):
             u, w, t = self.edges[e]
-            if not np.all(np.isfinite(t)):
+            if not np.all(t < forbidden):
                 continue
             a, b = t[:, 0], t[0, :] - t[0, 0]
             resid = t - a[:, None] - b[None, :]
@@ -853,6 +857,7 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
     if unknown:
         raise InvalidOptionError(f"unknown reductions {sorted(unknown)}; known: "
                                  f"{REDUCTIONS + DP_REDUCTIONS}")
+    problem = lexicographic(problem).problem     # no step compares across 1e18
     st = _State(problem)
     st.deadline = deadline or Deadline(None)
     if warm_start is not None:
@@ -861,6 +866,7 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
             st.warm = a.copy()
             st.U = problem.evaluate(a).cost
     arc = "forbidden" in steps
+    st.stats["used_exact_search"] = bool(steps & set(DP_REDUCTIONS))
     if "dp_incumbent" in steps and not st.late():
         from ..dp.engine import OutOfTime, solve_unconstrained
         try:

@@ -1,0 +1,137 @@
+"""Forbidden entries, exactly: the reduction every solver runs behind.
+
+An entry at or above :attr:`~milp_parallel.Problem.forbidden_cost` (``1e18`` by default, the
+IOPDDL contest's "effectively forbidden" cost) but below ``inf`` is *counted, not added*: an
+assignment's cost is the pair ``(forbidden entries, allowed cost)`` and assignments compare
+lexicographically. Adding ``1e18`` to small costs in float64 erases them (``1e18 + 6 ==
+1e18 + 58``), and a solver that sees such a coefficient loses its tolerances, so no solver
+ever sees one.
+
+:func:`lexicographic` (the ``apply`` of the reduction) replaces every forbidden entry by a
+marker ``M`` just above every difference two assignments' allowed costs can have::
+
+    M = 2 ** ceil(log2(1 + sum_t (max(max_t, 0) - min(min_t, 0))))
+
+over the node and edge tables ``t``, ``max_t`` / ``min_t`` the largest and least allowed entry
+(neither forbidden nor ``inf``). Then for any two assignments ``a``, ``b`` with ``k_a < k_b``
+forbidden entries, ``k_a M + r_a < k_b M + r_b``: the plain minimum of the copy is the
+lexicographic minimum of the original, its costs are of the size of the allowed costs (no
+precision is lost), and every solver, presolve step, bound and optimality test of the copy is
+lexicographic without knowing it. The copy's ``forbidden_cost`` is ``M``, so the heuristics
+still avoid those entries first, and applying the reduction again changes nothing.
+
+:func:`restore` (the ``invert``) re-evaluates the answer on the original problem: the same
+assignment and status; objective, forbidden count and allowed cost from the original; the
+copy's bound stays a valid lower bound on the original's objective (each forbidden entry of
+the original costs at least ``M``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidProblemError
+from ..problem import FORBIDDEN_COST, Problem
+from .result import OPTIMAL, SolveResult, relative_gap
+
+__all__ = ["Lexicographic", "lexicographic", "restore", "marker"]
+
+
+@dataclass(frozen=True)
+class Lexicographic:
+    """The result of :func:`lexicographic`.
+
+    Attributes
+    ----------
+    problem : Problem
+        The copy the solver sees (the original itself when it has no forbidden entry).
+    original : Problem
+    marker : float or None
+        ``M``, the cost of one forbidden entry in the copy (``None``: nothing was replaced).
+    """
+
+    problem: Problem
+    original: Problem
+    marker: float | None
+
+
+def _allowed_span(tables, forbidden: float) -> float:
+    span = 0.0
+    for t in tables:
+        ok = t[t < forbidden]                 # neither forbidden nor inf
+        if ok.size:
+            span += max(float(ok.max()), 0.0) - min(float(ok.min()), 0.0)
+    return span
+
+
+def marker(problem: Problem) -> float:
+    """``M``: a power of two above every difference of two assignments' allowed costs."""
+    span = _allowed_span(problem.node_costs + problem.edge_costs, problem.forbidden_cost)
+    return float(2.0 ** math.ceil(math.log2(1.0 + span)))
+
+
+def lexicographic(problem: Problem) -> Lexicographic:
+    """The copy of ``problem`` in which each forbidden entry costs :func:`marker` ``M``.
+
+    Raises
+    ------
+    InvalidProblemError
+        When the allowed costs are so large that ``M`` would reach ``1e18`` (then float64
+        cannot tell a forbidden entry from the sum of allowed ones): rescale the costs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = Problem([np.array([9.0, 3.0]), np.array([0.0, 0.0])], [(0, 1)],
+    ...             [np.array([[1e18, 16.0], [1e18, 6.0]])])
+    >>> lex = lexicographic(p)
+    >>> lex.marker, lex.problem.edge_costs[0].tolist()
+    (32.0, [[32.0, 16.0], [32.0, 6.0]])
+    """
+    if not problem.has_forbidden_entries:
+        return Lexicographic(problem, problem, None)
+    m = marker(problem)
+    f = problem.forbidden_cost
+    tables = problem.node_costs + problem.edge_costs
+    if m == f and all(np.all(t[(t >= f) & (t < math.inf)] == f) for t in tables):
+        return Lexicographic(problem, problem, None)     # already a lexicographic copy
+    if m >= FORBIDDEN_COST:
+        raise InvalidProblemError(
+            f"the allowed costs span {m:.3g}, too close to the forbidden marker "
+            f"{problem.forbidden_cost:.3g} for float64 to keep both apart; rescale the costs "
+            "(e.g. to microseconds instead of picoseconds)")
+
+    def swap(t: np.ndarray) -> np.ndarray:
+        return np.where((t >= f) & (t < math.inf), m, t)
+
+    copy = Problem([swap(c) for c in problem.node_costs], problem.edges,
+                   [swap(t) for t in problem.edge_costs], memory=problem.memory,
+                   memory_limit=problem.memory_limit, intervals=problem.intervals,
+                   node_names=problem.node_names, config_labels=problem.config_labels,
+                   forbidden_cost=m)
+    return Lexicographic(copy, problem, m)
+
+
+def restore(lex: Lexicographic, result: SolveResult) -> SolveResult:
+    """``result`` (of ``lex.problem``) as a result of ``lex.original``."""
+    stats = dict(result.stats)
+    if result.assignment is None:
+        if lex.marker is not None:
+            stats["forbidden_marker"] = lex.marker
+        return dataclasses.replace(result, stats=stats)
+    if lex.marker is None:
+        return result
+    ev = lex.original.evaluate(result.assignment)
+    stats["forbidden_entries"] = ev.forbidden_entries
+    stats["forbidden_marker"] = lex.marker
+    stats["sentinel_entries"] = ev.forbidden_entries
+    objective = ev.cost
+    bound = objective if result.status == OPTIMAL else min(result.bound, objective)
+    gap = 0.0 if result.status == OPTIMAL else relative_gap(objective, bound)
+    return dataclasses.replace(result, objective=objective, bound=bound, gap=gap,
+                               forbidden_entries=ev.forbidden_entries,
+                               allowed_cost=ev.allowed_cost, stats=stats)
