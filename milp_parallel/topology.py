@@ -578,12 +578,16 @@ class Topology:
             When a value is invalid (non-positive bandwidth, ...).
         """
         from .io import Fields, read_document
+        f = Fields(source)
+        if isinstance(data, dict) and data.get("format", TOPOLOGY_FORMAT) == TOPOLOGY_FORMAT:
+            # keys first, so a misspelled "format" or "version" is named as such (a document
+            # of another format is refused by read_document, saying so)
+            f.keys(data, _DOCUMENT_KEYS, "",
+                   hint="the cluster's shape is its levels' fanouts (levels[0].fanout GPUs "
+                        "per node, levels[1].fanout nodes)")
         doc = read_document(source, TOPOLOGY_FORMAT, TOPOLOGY_FORMAT_VERSION, data=data,
                             what="topology")
-        f = Fields(source)
-        f.keys(doc, _DOCUMENT_KEYS, "", required=("device", "levels"),
-               hint="the cluster's shape is its levels' fanouts (levels[0].fanout GPUs per "
-                    "node, levels[1].fanout nodes)")
+        f.keys(doc, _DOCUMENT_KEYS, "", required=("device", "levels"))
         dev = f.keys(doc["device"], _DEVICE_KEYS, "device",
                      required=("name", "memory_bytes", "peak_flops"))
         raw_levels = f.array(doc["levels"], "levels")

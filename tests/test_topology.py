@@ -1,6 +1,9 @@
 """Topology: links, collectives, with_devices, JSON, validation; cluster presets."""
 
+import difflib
+import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -166,3 +169,127 @@ def test_selene_and_eos_presets_carry_the_published_figures():
     assert e.n_devices == 16 and e.device.peak_flops == 989.4e12
     assert [lv.bandwidth_bytes_per_s for lv in e.levels] == [450e9, 50e9]   # NVSwitch, NDR
     assert clusters.get("selene").device.peak_flops == 19.5e12     # the default dtype, fp32
+
+
+# ---------------------------------------------------------------------- strict reader (issue 22.3)
+def _cluster_doc():
+    """A document with every optional key present (latency_steps, uplinks, peak table)."""
+    return abci16().to_dict()
+
+
+def _objects(doc):
+    """(path, object) of every JSON object of a cluster document that takes fixed keys."""
+    yield "", doc
+    yield "device", doc["device"]
+    for i, lv in enumerate(doc["levels"]):
+        yield f"levels[{i}]", lv
+
+
+def _typos(key):
+    """Misspellings of a key: a letter dropped, two swapped, one doubled, case, a suffix."""
+    out = {key[:-1], key[1:], key + "s" if not key.endswith("s") else key[:-1],
+           key.upper(), key.capitalize(), key.replace("_", "")}
+    if len(key) > 3:
+        out.add(key[0] + key[2] + key[1] + key[3:])
+        out.add(key[:2] + key[2] + key[2:])
+    return sorted(k for k in out if k and k != key)
+
+
+TYPO_CASES = [(path, key, typo) for path, obj in _objects(_cluster_doc()) for key in obj
+              for typo in _typos(key)]
+
+
+def _at(doc, path):
+    return dict(_objects(doc))[path]
+
+
+@pytest.mark.parametrize("path, key, typo", TYPO_CASES,
+                         ids=[f"{p or 'top'}.{t}" for p, _, t in TYPO_CASES])
+def test_a_misspelled_key_at_any_level_is_refused_naming_it(tmp_path, path, key, typo):
+    doc = _cluster_doc()
+    obj = _at(doc, path)
+    obj[typo] = obj.pop(key)
+    f = tmp_path / "cluster.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(FormatError) as e:
+        Topology.load(f)
+    msg = str(e.value)
+    assert msg.startswith(str(f) + ": "), msg
+    assert f"{path + '.' if path else ''}{typo} is not a known key" in msg, msg
+    if difflib.get_close_matches(typo, list(obj) + [key], n=1, cutoff=0.6) or \
+            typo.lower() == key.lower():
+        assert "did you mean" in msg, msg
+
+
+@pytest.mark.parametrize("path", ["", "device", "levels[0]", "levels[1]"])
+@pytest.mark.parametrize("extra", ["nodes", "gpus_per_node", "comment", "efficency"])
+def test_an_unknown_key_is_refused_at_every_level(path, extra):
+    doc = _cluster_doc()
+    _at(doc, path)[extra] = 4
+    with pytest.raises(FormatError, match=rf"c\.json: {re.escape(path + '.' if path else '')}"
+                                          rf"{extra} is not a known key"):
+        Topology.from_dict(doc, source="c.json")
+
+
+_STRINGS = {"name", "dtype"}
+TYPE_CASES = [(path, key, bad) for path, obj in _objects(_cluster_doc()) for key in obj
+              if key not in ("format", "version")
+              for bad in ("x", [1], {"a": 1}, True, None)
+              if not (key in _STRINGS and bad == "x") and not (path == "" and key == "name"
+                                                                 and bad is None)]
+
+
+@pytest.mark.parametrize("path, key, bad", TYPE_CASES,
+                         ids=[f"{p or 'top'}.{k}={b!r}" for p, k, b in TYPE_CASES])
+def test_a_value_of_the_wrong_type_is_refused_naming_its_path(path, key, bad):
+    doc = _cluster_doc()
+    _at(doc, path)[key] = bad
+    with pytest.raises(FormatError) as e:
+        Topology.from_dict(doc, source="c.json")
+    assert str(e.value).startswith(f"c.json: {path + '.' if path else ''}{key}"), str(e.value)
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("dtype", "bf61", "dtype must be a known dtype.*did you mean 'bf16'"),
+    ("dtype", "FP32", "did you mean 'fp32'"),
+])
+def test_a_bad_dtype_value_is_refused(key, value, match):
+    doc = _cluster_doc()
+    doc[key] = value
+    with pytest.raises(FormatError, match=match):
+        Topology.from_dict(doc, source="c.json")
+
+
+def test_peak_table_keys_are_dtypes_and_missing_required_keys_are_named():
+    doc = _cluster_doc()
+    doc["device"]["peak_flops_by_dtype"]["fp23"] = 1e12
+    with pytest.raises(FormatError, match=r"peak_flops_by_dtype\.fp23 is not a known dtype; "
+                                          "did you mean 'fp32'"):
+        Topology.from_dict(doc, source="c.json")
+    for path, key in (("device", "peak_flops"), ("levels[1]", "fanout"), ("", "levels")):
+        doc = _cluster_doc()
+        del _at(doc, path)[key]
+        with pytest.raises(FormatError, match=rf"{re.escape(path + '.' if path else '')}{key} "
+                                              "is missing"):
+            Topology.from_dict(doc, source="c.json")
+
+
+def test_declared_defaults_fill_only_omitted_keys():
+    doc = {"format": "milp_parallel.topology", "version": 1,
+           "device": {"name": "g", "memory_bytes": 1e9, "peak_flops": 1e12},
+           "levels": [{"name": "l", "fanout": 2, "bandwidth_bytes_per_s": 1e9}]}
+    t = Topology.from_dict(doc)
+    assert (t.name, t.dtype, t.device.efficiency, t.levels[0].latency_s,
+            t.levels[0].uplinks) == ("custom", "fp32", 1.0, 0.0, 0)
+
+
+def test_dtype_round_trips_and_must_match_the_stated_peak(tmp_path):
+    t = clusters.get("selene", dtype="bf16")
+    t.save(tmp_path / "s.json")
+    assert Topology.load(tmp_path / "s.json") == t and t.dtype == "bf16"
+    d = t.to_dict()
+    del d["dtype"]                 # a file saved before dtype existed: its peak is bf16's
+    with pytest.raises(InvalidTopologyError, match="it is the bf16 peak: set dtype='bf16'"):
+        Topology.from_dict(d, source="old.json")
+    with pytest.raises(InvalidTopologyError, match="unknown dtype"):
+        Topology(t.device, t.levels, "x", "int4")
