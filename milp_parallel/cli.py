@@ -328,7 +328,9 @@ def _add_oracle(sub, common, fmt) -> None:
     p.add_argument("--devices", type=_int_range, default=None, metavar="RANGE",
                    help="device counts: 4..1024 (doubling), 1,2,4, 1..16:+1 (default 1..64)")
     p.add_argument("--batch-per-device", type=_positive_float, default=32.0, metavar="B",
-                   help="samples per data-parallel replica (default 32)")
+                   help="samples per data-parallel replica per iteration (default 32; the "
+                        "global batch is this times the replicas, unlike solve's global "
+                        "--batch-size)")
     p.add_argument("--dataset-size", type=_positive_int, metavar="N",
                    help="samples per epoch (default: the table's; 1281167 for zoo models)")
     p.add_argument("--mode", choices=("default", "paradl"), default="default",
@@ -692,16 +694,9 @@ def _cmd_oracle(args) -> int:
         model = LayerGraph.load(model)
         dataset = dataset or 1_281_167
     devices = args.devices or (1, 2, 4, 8, 16, 32, 64)
+    # a preset name grows to the largest device count inside project (clusters.for_devices),
+    # as it does for a script
     cluster = args.cluster
-    from . import clusters
-    if cluster in clusters.names():
-        # a preset grows to as many nodes as the largest device count needs
-        topo = clusters.get(cluster)
-        per_node = topo.levels[0].fanout if len(topo.levels) > 1 else topo.n_devices
-        if max(devices) > topo.n_devices:
-            cluster = clusters.get(cluster, nodes=-(-max(devices) // per_node))
-        else:
-            cluster = topo
     projections = []
     for s in [x for x in args.strategy.split(",") if x.strip()]:
         projections.append(oracle.project(
@@ -719,16 +714,17 @@ def _cmd_oracle(args) -> int:
         for pr in projections:
             _out(f"{pr.strategy} on {pr.cluster} ({pr.model}, {pr.scaling} scaling, "
                  f"{pr.dataset_size} samples per epoch, mode {pr.mode}): time per epoch")
-            _out(f"  {'devices':>7} {'batch':>8} {'compute s':>11} {'comm s':>11} "
+            _out(f"  {'devices':>7} {'global batch':>12} {'compute s':>11} {'comm s':>11} "
                  f"{'total s':>11} {'memory':>9}  fits")
             for r in pr.rows:
                 if not r.applicable:
-                    _out(f"  {r.devices:>7} {'':>8} not applicable: {r.reason}")
+                    _out(f"  {r.devices:>7} {'':>12} not applicable: {r.reason}")
                     continue
-                _out(f"  {r.devices:>7} {r.batch:>8g} {r.compute_s:>11.4g} {r.comm_s:>11.4g} "
-                     f"{r.total_s:>11.4g} {format_bytes(r.memory_bytes):>9}  "
+                _out(f"  {r.devices:>7} {r.batch:>12g} {r.compute_s:>11.4g} {r.comm_s:>11.4g} "
+                     f"{r.total_s:>11.4g} {format_bytes(r.memory_bytes, binary=False):>9}  "
                      f"{'yes' if r.fits else 'NO'}")
             _out(f"  -> {pr.bottleneck()}")
+            _out(f"  ({pr.memory_note})")
     if args.plot:
         from .report import plot_oracle_scaling
         rows = [{"strategy": pr.strategy, "devices": r.devices, "compute_seconds": r.compute_s,

@@ -305,3 +305,51 @@ def test_default_data_spatial_halos_are_a_chain_of_host_staged_messages(abci):
     fast = oracle.project(RESNET, abci, "data+spatial", devices=[16], batch_per_device=b,
                           layer_mask=mask).rows[0]
     assert fast.halo_s < r.halo_s / 10 and fast.compute_s == pytest.approx(r.compute_s)
+
+
+# ---------------------------------------------------------------------- issue 22.5
+def test_a_preset_name_grows_in_the_api_as_on_the_command_line(capsys):
+    from milp_parallel.cli import main
+    pr = oracle.project("resnet50", "abci", "data", devices=[1024], batch_per_device=32)
+    (row,) = pr.rows
+    assert row.applicable and math.isfinite(row.total_s) and row.devices == 1024
+    assert main(["oracle", "resnet50", "--cluster", "abci", "--devices", "1024",
+                 "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)
+    assert doc["rows"][0] == pytest.approx(
+        {k: v for k, v in json.loads(pr.to_json())["rows"][0].items()})
+    assert doc["cluster"] == pr.cluster == "abci"
+
+
+def test_a_topology_too_small_says_how_to_grow_it():
+    from milp_parallel import clusters
+    pr = oracle.project(RESNET, clusters.get("abci"), "data", devices=[1024],
+                        batch_per_device=32)
+    assert not pr.rows[0].applicable
+    assert "has 16 devices" in pr.rows[0].reason and "for_devices('abci', 1024)" in \
+        pr.rows[0].reason
+
+
+def test_memory_says_what_it_counts_and_follows_the_dtype():
+    from milp_parallel import clusters
+    d = oracle.project(RESNET, "abci", "data", devices=[4], batch_per_device=32)
+    q = oracle.project(RESNET, "abci", "data", devices=[4], batch_per_device=32, mode="paradl")
+    assert "every layer" in d.memory_note and "RELU and BNORM" in q.memory_note
+    assert "no optimizer state" in d.memory_note and "GB = 1e9 bytes" in d.memory_note
+    # ParaDL's number, 7.81 GB, where the rule is ParaDL's; every row counted doubles it
+    assert q.rows[0].memory_bytes == 7808358912.0
+    assert d.rows[0].memory_bytes > 2 * q.rows[0].memory_bytes
+    # default mode's delta is the topology's dtype size: bf16 halves every byte
+    fp32 = oracle.project(RESNET, clusters.get("dgx_a100"), "data", devices=[8],
+                          batch_per_device=32).rows[0]
+    bf16 = oracle.project(RESNET, clusters.get("dgx_a100", dtype="bf16"), "data", devices=[8],
+                          batch_per_device=32).rows[0]
+    assert bf16.memory_bytes == pytest.approx(fp32.memory_bytes / 2)
+    assert bf16.allreduce_s < fp32.allreduce_s          # half the gradient bytes
+
+
+def test_the_cli_prints_the_memory_note_and_the_global_batch(capsys):
+    from milp_parallel.cli import main
+    assert main(["oracle", str(RESNET), "--cluster", "abci", "--devices", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "global batch" in out and "memory per device = 2 x 4 B" in out

@@ -47,6 +47,21 @@ Two modes:
     exchanges, NCCL all-gathers and the hybrid optimizer's all-reduces). Serial, pipeline and
     the memory formulas are ParaDL's with the quirks below corrected.
 
+Memory, the two modes side by side. Both count ``2 delta (samples on the device x sum(|x| +
+|y|) + |w| on the device)`` bytes: the inputs and outputs kept for the backward pass and their
+gradients, the weights and their gradients, no optimizer state, no workspace
+(:func:`~milp_parallel.oracle.formulas.memory_note`, printed under the command line's table,
+with ``GB`` = 1e9 bytes as the cluster capacities). ``delta`` is 4 bytes in ParaDL mode and
+the size of the topology's ``dtype`` in default mode (4 for the fp32 presets). What differs:
+ParaDL mode leaves RELU and BNORM rows out (quirk 1), default mode counts every row, which
+roughly doubles the activations. For ResNet-50, data parallelism at 32 samples per GPU:
+``oracle --paradl`` on ParaDL's table gives 7.81 GB (ParaDL's number, reproduced); ``oracle
+resnet50 --cluster abci`` gives 19.5 GB (18.2 GiB) on the zoo's ResNet-50, of which 8.89 GB
+with ParaDL's rule; the rest is the zoo graph itself, whose four projection shortcuts
+(convolution and batch norm) ParaDL's table leaves out (25.6 M weights against 22.7 M).
+Default mode keeps counting every row: Chainer keeps the outputs of ReLU and batch norm for
+the backward pass, so leaving them out understates the memory.
+
 Package layout: :mod:`~milp_parallel.oracle.model` (the formulas' inputs and ParaDL's ABCI
 network), :mod:`~milp_parallel.oracle.formulas` (one function per strategy),
 :mod:`~milp_parallel.oracle.implementation` (the default mode's physics),

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UnknownNameError
 from . import implementation as impl
-from .model import _ALIASES, BYTES_PER_ELEMENT, PARADL_CODES, STRATEGIES, Cluster, Net
+from .model import _ALIASES, PARADL_CODES, STRATEGIES, Cluster, Net
 
 # --------------------------------------------------------------------------------------------
 # Rows
@@ -110,7 +110,7 @@ def _serial(net, cl, p, b, D, q, **_):
     W = float(net.w.sum())
     comp = D * float(net.comp_s.sum())
     iters = math.ceil(D / b)
-    mem = 2 * BYTES_PER_ELEMENT * (b * (y + x) + W)
+    mem = 2 * cl.bytes_per_element * (b * (y + x) + W)
     return _row("serial", 1, b, b, iters, comp, mem=mem, cap=cl.memory_bytes)
 
 
@@ -119,7 +119,7 @@ def _data(net, cl, p, b, D, q, **_):
     W = float(net.w.sum())
     B = b * p
     iters = math.ceil(D / B)
-    mem = 2 * (b * (x + y) + W) * BYTES_PER_ELEMENT
+    mem = 2 * (b * (x + y) + W) * cl.bytes_per_element
     if not q:
         comp, ar, _, _, lat = impl.data(net, cl, p, b, iters)
         return _row("data", p, B, b, iters, comp, allreduce=ar, latency=lat, mem=mem,
@@ -128,7 +128,7 @@ def _data(net, cl, p, b, D, q, **_):
     comp = math.ceil(D / p) * total_comp
     bw, lat = cl.link(p, True)
     beta = 1 / float(bw)
-    ar = 2 * iters * (p - 1) * (lat + W * BYTES_PER_ELEMENT * beta / p)
+    ar = 2 * iters * (p - 1) * (lat + W * cl.bytes_per_element * beta / p)
     return _row("data", p, B, b, iters, comp, allreduce=ar, latency=2 * iters * (p - 1) * lat,
                 mem=mem, cap=cl.memory_bytes)
 
@@ -151,7 +151,7 @@ def _model_parallel(kind, net, cl, p, b, D, q, mask, **_):
     B = b
     w_split, c_split, count, out = _mask_sums(net, mask, p)
     iters = math.ceil(D / B)
-    mem = 2 * (B * (x + y) + (w_split / p if q else w_split)) * BYTES_PER_ELEMENT
+    mem = 2 * (B * (x + y) + (w_split / p if q else w_split)) * cl.bytes_per_element
     if not q:
         comp, ar, ag, _, lat = impl.model_parallel(kind, net, cl, p, B, iters, mask)
         return _row(kind, p, B, b, iters, comp, allgather=ag, allreduce=ar, latency=lat,
@@ -159,7 +159,7 @@ def _model_parallel(kind, net, cl, p, b, D, q, mask, **_):
     comp = iters * B * c_split
     bw, lat = cl.link(p, True)
     beta = 1 / float(bw)
-    one = iters * (p - 1) * (lat * count + (B * out * BYTES_PER_ELEMENT * beta) / p)
+    one = iters * (p - 1) * (lat * count + (B * out * cl.bytes_per_element * beta) / p)
     lat_one = iters * (p - 1) * lat * count
     if kind == "filter":
         return _row("filter", p, B, b, iters, comp, allgather=one, allreduce=2 * one,
@@ -190,11 +190,11 @@ def _spatial(net, cl, p, b, D, q, mask, gpudirect=True, **_):
         x = float((net.x[m] / p).sum() + net.x[~m].sum())
         y = float((net.y[m] / p).sum() + net.y[~m].sum())
     comp_ps = float(net.comp_s[m].sum()) / p + float(net.comp_s[~m].sum())
-    item_cap = cl.memory_bytes / BYTES_PER_ELEMENT
+    item_cap = cl.memory_bytes / cl.bytes_per_element
     max_samples = (item_cap / 2 - W) / (x + y)
     B = b
     iters = math.ceil(D / B)
-    mem = 2 * (float(B) * (x + y) + W) * BYTES_PER_ELEMENT
+    mem = 2 * (float(B) * (x + y) + W) * cl.bytes_per_element
     if not q:
         comp, ar, ag, halo, lat = impl.spatial(net, cl, p, B, iters, m, gpudirect)
         row = _row("spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag, halo=halo,
@@ -208,13 +208,13 @@ def _spatial(net, cl, p, b, D, q, mask, gpudirect=True, **_):
     for i in range(split + 1):
         if net.kernel[i] > 1 and m[i]:
             hy, hx = _halo_elems(net, i)
-            halo += 2 * (lat + hy * max_samples * BYTES_PER_ELEMENT * beta)
-            halo += 2 * (lat + hx * max_samples * BYTES_PER_ELEMENT * beta)
+            halo += 2 * (lat + hy * max_samples * cl.bytes_per_element * beta)
+            halo += 2 * (lat + hx * max_samples * cl.bytes_per_element * beta)
             n_halo += 1
     halo *= iters
-    ag = 2 * (p - 1) * (lat + (B * float(net.y[split]) * BYTES_PER_ELEMENT * beta) / p) * iters
+    ag = 2 * (p - 1) * (lat + (B * float(net.y[split]) * cl.bytes_per_element * beta) / p) * iters
     ar_iters = D / B
-    ar = 2 * ar_iters * (p - 1) * (lat + W * BYTES_PER_ELEMENT * beta / p)
+    ar = 2 * ar_iters * (p - 1) * (lat + W * cl.bytes_per_element * beta / p)
     latency = iters * 4 * lat * n_halo + 2 * (p - 1) * lat * iters + 2 * ar_iters * (p - 1) * lat
     row = _row("spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag, halo=halo,
                latency=latency, mem=mem, cap=cl.memory_bytes)
@@ -229,7 +229,7 @@ def _data_filter(net, cl, p, b, D, q, mask, **_):
     B = b * P1
     w_split, c_split, count, out = _mask_sums(net, mask, P2)
     iters = math.ceil(D / B)
-    mem = 2 * (b * (x + y) + w_split) * BYTES_PER_ELEMENT
+    mem = 2 * (b * (x + y) + w_split) * cl.bytes_per_element
     if not q:
         comp, ar, ag, _, lat = impl.data_filter(net, cl, p, b, iters, mask)
         return _row("data+filter", p, B, b, iters, comp, allgather=ag, allreduce=ar,
@@ -237,11 +237,11 @@ def _data_filter(net, cl, p, b, D, q, mask, **_):
     comp = iters * b * c_split
     bw1, lat1 = cl.intra(P2) if P2 > 1 else (math.inf, 0.0)
     beta1 = 1 / float(bw1)
-    one = iters * (P2 - 1) * (lat1 * count + (b * out * BYTES_PER_ELEMENT * beta1) / P2)
+    one = iters * (P2 - 1) * (lat1 * count + (b * out * cl.bytes_per_element * beta1) / P2)
     bw2, lat2 = cl.link(p, True) if P1 > 1 else (math.inf, 0.0)
     bw2 = bw2 / (2 * P2)
     beta2 = 1 / float(bw2)
-    ar = 2 * iters * (P1 - 1) * (lat2 + W * BYTES_PER_ELEMENT * beta2 / P1)
+    ar = 2 * iters * (P1 - 1) * (lat2 + W * cl.bytes_per_element * beta2 / P1)
     latency = 3 * iters * (P2 - 1) * lat1 * count + 2 * iters * (P1 - 1) * lat2
     return _row("data+filter", p, B, b, iters, comp, allgather=one, allreduce=2 * one + ar,
                 latency=latency, mem=mem, cap=cl.memory_bytes)
@@ -267,7 +267,7 @@ def _data_spatial(net, cl, p, b, D, q, mask, gpudirect=True, ds_source="code", *
         x = float((net.x[ms] / P2).sum() + net.x[ns].sum())
         y = float((net.y[ms] / P2).sum() + net.y[ns].sum())
     iters = math.ceil(D / B)
-    mem = 2 * (float(B) * (x + y) / P1 + W) * BYTES_PER_ELEMENT
+    mem = 2 * (float(B) * (x + y) / P1 + W) * cl.bytes_per_element
     if not q:
         comp, ar, ag, halo, lat = impl.data_spatial(net, cl, p, b, iters, m, gpudirect)
         return _row("data+spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag,
@@ -296,17 +296,17 @@ def _data_spatial(net, cl, p, b, D, q, mask, gpudirect=True, ds_source="code", *
                 np.prod(net.x_shape[i, 2:]))
         else:
             continue
-        halo += 2 * (lat1 + hy * b * BYTES_PER_ELEMENT * beta_h)
-        halo += 2 * (lat1 + hx * b * BYTES_PER_ELEMENT * beta_h)
+        halo += 2 * (lat1 + hy * b * cl.bytes_per_element * beta_h)
+        halo += 2 * (lat1 + hx * b * cl.bytes_per_element * beta_h)
         n_halo += 1
     halo *= iters
-    ag = 2 * (P2 - 1) * (lat1 + (b * float(net.y[split]) * BYTES_PER_ELEMENT * beta_g) / P2)
+    ag = 2 * (P2 - 1) * (lat1 + (b * float(net.y[split]) * cl.bytes_per_element * beta_g) / P2)
     ag *= iters
     bwl, latl = cl.intra(P2) if P2 > 1 else (math.inf, 0.0)
-    ar_local = 2 * (P2 - 1) * (latl + W * BYTES_PER_ELEMENT / float(bwl) / P2)
+    ar_local = 2 * (P2 - 1) * (latl + W * cl.bytes_per_element / float(bwl) / P2)
     bwg, latg = cl.link(p, True) if P1 > 1 else (math.inf, 0.0)
     bwg = bwg / 2 if log else bwg / (2 * P2)
-    ar = (ar_local + 2 * (P1 - 1) * (latg + W * BYTES_PER_ELEMENT / float(bwg) / P1)) * iters
+    ar = (ar_local + 2 * (P1 - 1) * (latg + W * cl.bytes_per_element / float(bwg) / P1)) * iters
     latency = iters * (4 * lat1 * n_halo + 2 * (P2 - 1) * lat1 + 2 * (P2 - 1) * latl
                        + 2 * (P1 - 1) * latg)
     return _row("data+spatial", p, B, b, iters, comp, allreduce=ar, allgather=ag, halo=halo,
@@ -341,17 +341,38 @@ def _pipeline(net, cl, p, b, D, q, micro_batches=None, **_):
         return None
     comp_stage = np.array([net.comp_s[a:e].sum() for a, e in stages])
     mem = max(2 * (B * float(net.x[a:e].sum() + net.y[a:e].sum()) + float(net.w[a:e].sum()))
-              * BYTES_PER_ELEMENT for a, e in stages)
+              * cl.bytes_per_element for a, e in stages)
     comp = iters * (p + S - 1) * b * float(comp_stage.max())
     worst, worst_lat = 0.0, 0.0
     for i, (a, e) in enumerate(stages[:-1]):
         bw, lat = cl.link(i + 2, True)
-        t = lat + b * float(net.y[e - 1]) * BYTES_PER_ELEMENT / float(bw)
+        t = lat + b * float(net.y[e - 1]) * cl.bytes_per_element / float(bw)
         if t > worst:
             worst, worst_lat = t, lat
     p2p = 2 * iters * (p + S - 2) * worst
     return _row("pipeline", p, B, b, iters, comp, p2p=p2p,
                 latency=2 * iters * (p + S - 2) * worst_lat, mem=mem, cap=cl.memory_bytes)
+
+
+def memory_note(strategy: str, paradl: bool, bytes_per_element: float) -> str:
+    """What a row's ``memory_bytes`` counts, in words (printed under the oracle's table).
+
+    Both modes count ``2 x delta x (samples on the device x sum(|x| + |y|) + |w| on the
+    device)`` bytes: every counted layer's input and output kept for the backward pass and
+    their gradients, the weights and their gradients; neither counts optimizer state or
+    workspace (the layer-wise cost model adds the optimizer state). They differ in the
+    layers counted: ParaDL mode leaves out RELU and BNORM rows (counted as in place,
+    quirk 1; spatial and data+spatial count them), default mode counts every row.
+    """
+    strategy = _canon(strategy)
+    if paradl and strategy not in ("spatial", "data+spatial", "pipeline"):
+        layers = "every layer but RELU and BNORM (in place, as ParaDL counts)"
+    else:
+        layers = "every layer"
+    return (f"memory per device = 2 x {bytes_per_element:g} B x (samples on the device x "
+            f"(|x| + |y|) of {layers} + weights on the device): activations kept for the "
+            "backward and their gradients, weights and their gradients; no optimizer state, "
+            "no workspace; GB = 1e9 bytes")
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ import math
 import numpy as np
 
 from ..collectives import allgather_cost, allreduce_cost, reducescatter_cost
-from .model import BYTES_PER_ELEMENT, Cluster, Net
+from .model import Cluster, Net
 
 __all__ = ["HOST_PATH_BANDWIDTH", "HOST_PATH_LATENCY_S", "layer_seconds", "split_ratio",
            "data", "model_parallel", "spatial", "data_filter", "data_spatial"]
@@ -87,8 +87,9 @@ def _row_roofline(net: Net, cl: Cluster, batch: float, dim: str | None = None,
         return net.cache[key]
     from ..costs import CostModel
     from ..topology import Level, Topology
-    topo = Topology(cl.topology.device, (Level("tile", max(1, int(degree)), 1e12),), "tile")
-    cm = CostModel(topo)
+    topo = Topology(cl.topology.device, (Level("tile", max(1, int(degree)), 1e12),), "tile",
+                    getattr(cl.topology, "dtype", "fp32"))
+    cm = CostModel(topo, bytes_per_element=int(cl.bytes_per_element))
     g = _graph_at(net, b)
     inputs = {lay.name for lay in g.layers if lay.op == "input"}
     out = np.zeros(net.n_layers)
@@ -196,7 +197,7 @@ def _halos(net, cl, rows, b, ranks: int, gpudirect: bool) -> tuple[float, float]
         for shape in (net.x_shape[i], net.y_shape[i]):
             elems = float(shape[0]) * float(np.prod(shape[2:])) * half * b
             for r in range(ranks - 1):       # the chain: one transfer after the other
-                t, lat = _hop(cl, r, r + 1, elems * BYTES_PER_ELEMENT, gpudirect)
+                t, lat = _hop(cl, r, r + 1, elems * cl.bytes_per_element, gpudirect)
                 total += 2.0 * t                 # the lower pass, then the upper one
                 lat_total += 2.0 * lat
     return total, lat_total
@@ -214,7 +215,7 @@ def _split_region(mask: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------- strategies
 def data(net: Net, cl: Cluster, p: int, b: float, iters: int) -> tuple:
     comp = _compute(net, cl, b, iters, np.zeros(net.n_layers, bool), "n", 1)
-    W = float(net.w.sum()) * BYTES_PER_ELEMENT
+    W = float(net.w.sum()) * cl.bytes_per_element
     devs = list(range(int(p)))
     return comp, iters * _ar(cl, devs, W), 0.0, 0.0, iters * _ar_latency(cl, devs, W)
 
@@ -232,8 +233,8 @@ def model_parallel(kind: str, net: Net, cl: Cluster, p: int, B: float, iters: in
     ag = ar = lat = 0.0
     idx = [i for i in np.flatnonzero(mask) if i != net.n_layers - 1]
     for i in idx:
-        out_b = B * float(net.y[i]) * BYTES_PER_ELEMENT
-        in_b = B * float(net.x[i]) * BYTES_PER_ELEMENT
+        out_b = B * float(net.y[i]) * cl.bytes_per_element
+        in_b = B * float(net.x[i]) * cl.bytes_per_element
         if kind == "filter":
             g, gl = _ag(cl, devs, out_b)
             ar += _ar(cl, devs, in_b)
@@ -254,10 +255,10 @@ def spatial(net: Net, cl: Cluster, p: int, B: float, iters: int, mask: np.ndarra
     halo, hl = _halos(net, cl, mask & region, B, p, gpudirect)
     devs = list(range(p))
     last = int(np.flatnonzero(mask)[-1]) if mask.any() else 0
-    m = B * float(net.y[last]) * BYTES_PER_ELEMENT
+    m = B * float(net.y[last]) * cl.bytes_per_element
     g1, l1 = _ag(cl, devs, m)
     g2, l2 = _ag(cl, devs, m, scatter=True)
-    W = float(net.w.sum()) * BYTES_PER_ELEMENT
+    W = float(net.w.sum()) * cl.bytes_per_element
     return (comp, iters * _ar(cl, devs, W), iters * (g1 + g2), iters * halo,
             iters * (hl + l1 + l2 + _ar_latency(cl, devs, W)))
 
@@ -266,7 +267,7 @@ def data_filter(net: Net, cl: Cluster, p: int, b: float, iters: int, mask: np.nd
                 ) -> tuple:
     P2 = min(int(cl.devices_per_node), int(p))
     comp, ar, ag, _, lat = model_parallel("filter", net, cl, P2, b, iters, mask)
-    shard = (float(net.w[mask].sum()) / P2 + float(net.w[~mask].sum())) * BYTES_PER_ELEMENT
+    shard = (float(net.w[mask].sum()) / P2 + float(net.w[~mask].sum())) * cl.bytes_per_element
     node, every = list(range(P2)), list(range(int(p)))
     sync = _ar(cl, node, shard) + _ar(cl, every, shard)
     sync_l = _ar_latency(cl, node, shard) + _ar_latency(cl, every, shard)
@@ -281,10 +282,10 @@ def data_spatial(net: Net, cl: Cluster, p: int, b: float, iters: int, mask: np.n
     halo, hl = _halos(net, cl, mask & region, b, P2, gpudirect)
     node, every = list(range(P2)), list(range(int(p)))
     last = int(np.flatnonzero(mask)[-1]) if mask.any() else 0
-    m = b * float(net.y[last]) * BYTES_PER_ELEMENT
+    m = b * float(net.y[last]) * cl.bytes_per_element
     g1, l1 = _ag(cl, node, m)
     g2, l2 = _ag(cl, node, m, scatter=True)
-    W = float(net.w.sum()) * BYTES_PER_ELEMENT
+    W = float(net.w.sum()) * cl.bytes_per_element
     sync = _ar(cl, node, W) + _ar(cl, every, W)
     sync_l = _ar_latency(cl, node, W) + _ar_latency(cl, every, W)
     return (comp, iters * sync, iters * (g1 + g2), iters * halo,

@@ -203,14 +203,28 @@ class Cluster:
     link: Callable[[float, bool], tuple[float, float]]   # (p, gpudirect) -> (bw, lat)
     intra: Callable[[float], tuple[float, float]]        # ring of p inside a node
     topology: Any = None                                 # links and collectives (default mode)
+    #: ``delta``: bytes per element of activations, weights and messages (ParaDL mode and a
+    #: ParaDL platform: 4; a Topology in default mode: its dtype's size)
+    bytes_per_element: float = BYTES_PER_ELEMENT
 
 
-def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> Cluster:
+def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float,
+             devices: int | None = None) -> Cluster:
+    """The formulas' cluster from a Topology, a Platform, a ``.plat`` or cluster JSON path,
+    or a preset name (grown by :func:`milp_parallel.clusters.for_devices` to ``devices``,
+    as the command line does)."""
+    from .. import clusters as _clusters  # late: written alongside
+    from ..topology import DTYPE_BYTES, Topology
     if isinstance(cluster, (str, Path)) and str(cluster).endswith(".plat"):
         cluster = read_platform(cluster)
+    elif isinstance(cluster, str) and cluster in _clusters.names():
+        cluster = (_clusters.get(cluster) if devices is None
+                   else _clusters.for_devices(cluster, devices))
+    elif isinstance(cluster, (str, Path)) and (Path(cluster).suffix in (".json", ".gz")
+                                               or Path(cluster).exists()):
+        cluster = Topology.load(cluster)
     elif isinstance(cluster, str):
-        from .. import clusters as _clusters  # late: written alongside
-        cluster = _clusters.get(cluster)
+        cluster = _clusters.get(cluster)        # an unknown name: UnknownNameError
     if isinstance(cluster, Platform):
         if mode == "paradl":
             def link(p, gd=True):
@@ -243,8 +257,10 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float) -> Cluster:
         return float(bw), float(alpha)
 
     speed = float(dev.peak_flops) * float(getattr(dev, "efficiency", 1.0))
+    delta = (BYTES_PER_ELEMENT if mode == "paradl"
+             else float(DTYPE_BYTES.get(getattr(cluster, "dtype", "fp32"), BYTES_PER_ELEMENT)))
     return Cluster(getattr(cluster, "name", "topology"), float(dev.memory_bytes), speed,
-                   per_node, n, link, link, cluster)
+                   per_node, n, link, link, cluster, delta)
 
 
 def _platform_topology(plat: Platform):

@@ -23,6 +23,7 @@ from .formulas import (
     _limit,
     _not_applicable,
     _serial,
+    memory_note,
 )
 from .model import PLX_CABLE_LATENCY_S, STRATEGIES, Net, _cluster, _net_from_graph, _net_from_table
 
@@ -39,6 +40,9 @@ class Projection:
     model, cluster, strategy, mode, scaling : str
     dataset_size : int
     rows : tuple of ProjectionRow
+    memory_note : str
+        What ``memory_bytes`` counts (:func:`~milp_parallel.oracle.formulas.memory_note`):
+        the command line prints it under the table.
     """
 
     model: str
@@ -48,6 +52,7 @@ class Projection:
     scaling: str
     dataset_size: int
     rows: tuple[ProjectionRow, ...]
+    memory_note: str = ""
 
     def to_dict(self) -> dict:
         """Plain dict (rows as dicts)."""
@@ -186,15 +191,21 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         A zoo name (``"resnet50"``, :func:`milp_parallel.models.names`) is a graph of that
         model with ImageNet's 1,281,167 samples per epoch unless ``dataset_size`` says
         otherwise, as on the command line.
-    cluster : Topology, Platform, path to a ``.plat`` or a cluster name
+    cluster : Topology, Platform, path to a ``.plat`` or cluster JSON file, or a preset name
+        A preset name grows to as many nodes as the largest of ``devices`` needs
+        (:func:`milp_parallel.clusters.for_devices`, as the command line does); a Topology
+        or a platform is used as given (a device count beyond it gives a row with
+        ``applicable=False`` saying how many devices it has).
     strategy : str
         One of :data:`STRATEGIES` (or a ParaDL code, see :data:`PARADL_CODES`).
     devices : sequence of int
         Device counts.
     batch_per_device : float
-        Samples per data-parallel replica (ParaDL's ``--cBon``): the global batch is this
-        times the number of replicas (``p`` for data, ``p / GPUs per node`` for the hybrids, 1
-        for spatial, filter and channel, ``S`` micro-batches for pipeline).
+        Samples per data-parallel replica per iteration (ParaDL's ``--cBon``; **not** the
+        global batch of :func:`milp_parallel.solve`'s ``batch_size``): the global batch
+        (``ProjectionRow.batch``) is this times the number of replicas (``p`` for data,
+        ``p / GPUs per node`` for the hybrids, 1 for spatial, filter and channel, ``S``
+        micro-batches for pipeline).
     dataset_size : int, optional
         Samples per epoch (default: the table's ``Input`` line).
     scaling : {"weak", "strong"}
@@ -250,7 +261,7 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         raise UnknownNameError(f"unknown mode {mode!r}; use 'default' or 'paradl'")
     if scaling not in ("weak", "strong"):
         raise UnknownNameError(f"unknown scaling {scaling!r}; use 'weak' or 'strong'")
-    cl = _cluster(cluster, mode, plx_cable_latency_s)
+    cl = _cluster(cluster, mode, plx_cable_latency_s, devices=max(devices))
     net = _resolve_model(model, cl, dataset_size, seconds_per_sample)
     mask = _resolve_mask(net, strategy, layer_mask)
     q = mode == "paradl"
@@ -268,8 +279,11 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
                                         "needs at least one device"))
             continue
         if p > cl.max_devices:
-            rows.append(_not_applicable(strategy, p, math.nan, b, cl.memory_bytes,
-                                        f"the cluster {cl.name} has {cl.max_devices} devices"))
+            rows.append(_not_applicable(
+                strategy, p, math.nan, b, cl.memory_bytes,
+                f"the cluster {cl.name} has {cl.max_devices} devices; pass a preset's name "
+                f"(grown to the devices asked for) or a larger cluster, e.g. "
+                f"clusters.for_devices({cl.name!r}, {p})"))
             continue
         if p > limit or (strategy == "serial" and p != 1):
             rows.append(_not_applicable(strategy, p, b * replicas(p), b, cl.memory_bytes, why))
@@ -296,7 +310,8 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
             continue
         rows.append(r)
     cname = cl.name
-    return Projection(net.name, cname, strategy, mode, scaling, D, tuple(rows))
+    return Projection(net.name, cname, strategy, mode, scaling, D, tuple(rows),
+                      memory_note(strategy, q, cl.bytes_per_element))
 
 
 def _replicas_fn(strategy, cl, micro_batches):
