@@ -16,6 +16,7 @@ __all__ = [
     "InvalidOptionError",
     "UnknownOptionError",
     "FormatError",
+    "FileWriteError",
     "SolverError",
     "SolverUnavailableError",
     "ProblemTooLargeError",
@@ -64,6 +65,15 @@ class UnknownOptionError(InvalidOptionError, TypeError):
 
 class FormatError(MilpParallelError, ValueError):
     """A file is not in the expected format (names the file and what is wrong)."""
+
+
+class FileWriteError(FormatError, OSError):
+    """A file cannot be written where asked: the path is a directory, its folder is missing,
+    there is no permission, the disk is full (names the path and what to do).
+
+    A :class:`FormatError` (a bad file argument: exit 2 on the command line) and an
+    :class:`OSError`, as the raw error it replaces was.
+    """
 
 
 class UnknownNameError(MilpParallelError, KeyError):
