@@ -90,6 +90,35 @@ JSON format (version 1)
 order. Attribute values are numbers, strings, booleans and lists (tuples in memory). On load the
 shapes are inferred again and checked against ``output_shape`` (which may be omitted).
 
+The reader is strict: a key that is not one of the above (at the top, in a layer, or among the
+attributes of its op: :data:`OP_ATTRS`) or a value of the wrong type (a string stride, a
+number where a list belongs) raises :class:`~milp_parallel.errors.FormatError` naming the file,
+the key path (``layers[3].attrs.paddin``) and the nearest known key. Attributes and their
+defaults (an attribute left out, or ``null``, takes its default; **bold** ones are required):
+
+============= ==============================================================================
+op            attributes (default)
+============= ==============================================================================
+input         **shape**, dims (by rank)
+conv          **out_channels**, **kernel**, stride (1, as torch), padding (0), dilation (1),
+              groups (1), bias (true), in_channels (the input's, checked when given)
+pool          **kernel**, kind ("max"), stride (the kernel, as torch), padding (0),
+              dilation (1), ceil_mode (false)
+adaptive_pool **output_size**, kind ("avg")
+global_pool   kind ("avg")
+linear        **out_features**, bias (true), in_features (checked when given), tied_to
+elementwise   fn ("relu")
+concat        dim ("c")
+reshape       **shape**, dims (by rank)
+transpose     **perm**, dims (the permuted input's)
+dropout       p (0.5)
+embedding     **vocab**, **dim**
+attention     **heads**, kv_heads (heads), head_dim (from the width), causal (true),
+              dropout (0.0)
+slice         **dim**, start (0), stop (the dim's size)
+others        none
+============= ==============================================================================
+
 Examples
 --------
 >>> g = LayerGraph("tiny")
@@ -106,7 +135,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -114,12 +143,13 @@ import networkx as nx
 import numpy as np
 
 from .errors import FormatError, InvalidGraphError
-from .io import Fields, read_document, read_json, write_json
+from .io import Fields, describe_type, read_document, read_json, suggest, write_json
 
 __all__ = [
     "Layer",
     "LayerGraph",
     "OPS",
+    "OP_ATTRS",
     "GRAPH_FORMAT",
     "GRAPH_FORMAT_VERSION",
     "DIM_LETTERS",
@@ -576,7 +606,10 @@ def _infer_window(c: _Inference) -> _Inferred:
     a, x, name, op = c.a, c.x, c.name, c.op
     nsp = len(x) - 2
     k = c.ints("kernel", a.get("kernel"), nsp)
-    s = c.ints("stride", a.get("stride") if a.get("stride") is not None else k, nsp)
+    stride = a.get("stride")
+    if stride is None:  # torch's defaults: a convolution steps by 1, a pooling by its kernel
+        stride = k if op == "pool" else 1
+    s = c.ints("stride", stride, nsp)
     p = c.ints("padding", a.get("padding", 0), nsp)
     d = c.ints("dilation", a.get("dilation", 1), nsp)
     if any(v <= 0 for v in k + s + d) or any(v < 0 for v in p):
@@ -845,6 +878,10 @@ class _OpRule:
         ``layer -> dims`` a configuration may split.
     weight_split : callable
         ``layer -> dims`` whose split also splits the parameters.
+    attrs : mapping of str to str
+        The op's attributes and the kind of JSON value each takes (:data:`_ATTR_KINDS`).
+    required : tuple of str
+        The attributes a layer of this op must give.
     """
 
     infer: Callable[[_Inference], _Inferred]
@@ -852,49 +889,115 @@ class _OpRule:
     arity: tuple[int, int | None] = (1, 1)
     parallel: Callable[["Layer"], tuple[str, ...]] = _all_dims
     weight_split: Callable[["Layer"], tuple[str, ...]] = lambda layer: ()
+    attrs: Mapping[str, str] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+    names: frozenset = field(init=False, repr=False)  # the keys of attrs, for Fields.keys
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", frozenset(self.attrs))
+
+
+#: What each kind of attribute value may be in a file (``null`` always means the default).
+_ATTR_KINDS = {
+    "int": "an integer", "ints": "an integer or a list of integers", "bool": "true or false",
+    "str": "a string", "number": "a number", "letters": "a string of dim letters",
+    "axis": "a dim letter or an axis index", "shape": "a list of integers",
+}
+
+
+def _check_attr(f: Fields, kind: str, v: Any, where: str) -> None:
+    """Refuse an attribute value of the wrong JSON type (:data:`_ATTR_KINDS`)."""
+    if v is None:
+        return
+    if kind == "int":
+        f.integer(v, where)
+    elif kind == "bool":
+        f.boolean(v, where)
+    elif kind == "str":
+        f.string(v, where)
+    elif kind == "number":
+        f.number(v, where, finite=True)
+    elif kind == "letters":
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                f.string(x, f"{where}[{i}]")
+        elif not isinstance(v, str):
+            raise f.error(where, f"must be {_ATTR_KINDS[kind]}, got {describe_type(v)}")
+    elif kind == "axis":
+        if not isinstance(v, str):
+            f.integer(v, where)
+    else:  # ints, shape
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                f.integer(x, f"{where}[{i}]")
+        elif kind == "shape" or isinstance(v, bool) or not isinstance(v, int):
+            raise f.error(where, f"must be {_ATTR_KINDS[kind]}, got {describe_type(v)}")
 
 
 def _batch_dim(layer: "Layer") -> tuple[str, ...]:
     return ("n",) if "n" in layer.dims else layer.dims[:1]
 
 
+_WINDOW = {"kernel": "ints", "stride": "ints", "padding": "ints", "dilation": "ints"}
+
 _RULES: dict[str, _OpRule] = {
-    "input": _OpRule(_infer_input, _region_none, arity=(0, 0)),
+    "input": _OpRule(_infer_input, _region_none, arity=(0, 0),
+                     attrs={"shape": "shape", "dims": "letters"}, required=("shape",)),
     "conv": _OpRule(_infer_window, _region_window,
-                    weight_split=lambda layer: (layer.dims[1],)),
-    "pool": _OpRule(_infer_window, _region_window),
-    "adaptive_pool": _OpRule(_infer_adaptive_pool, _region_adaptive),
+                    weight_split=lambda layer: (layer.dims[1],),
+                    attrs={"out_channels": "int", **_WINDOW, "groups": "int", "bias": "bool",
+                           "in_channels": "int"}, required=("out_channels", "kernel")),
+    "pool": _OpRule(_infer_window, _region_window,
+                    attrs={**_WINDOW, "kind": "str", "ceil_mode": "bool"},
+                    required=("kernel",)),
+    "adaptive_pool": _OpRule(_infer_adaptive_pool, _region_adaptive,
+                             attrs={"output_size": "ints", "kind": "str"},
+                             required=("output_size",)),
     "global_pool": _OpRule(_infer_global_pool, _region_global,
-                           parallel=lambda layer: layer.dims[:2]),
+                           parallel=lambda layer: layer.dims[:2], attrs={"kind": "str"}),
     "linear": _OpRule(_infer_linear, _region_lastdim_all,
-                      weight_split=lambda layer: (layer.dims[-1],)),
+                      weight_split=lambda layer: (layer.dims[-1],),
+                      attrs={"out_features": "int", "bias": "bool", "in_features": "int",
+                             "tied_to": "str"}, required=("out_features",)),
     "batchnorm": _OpRule(_elementwise_rule(2, params=lambda c: 2 * c.x[1]), _region_same,
                          weight_split=lambda layer: (layer.dims[1],)),
     "layernorm": _OpRule(_elementwise_rule(5, params=lambda c: 2 * c.x[-1]),
                          _region_lastdim_all, parallel=lambda layer: layer.dims[:-1]),
-    "elementwise": _OpRule(_elementwise_rule(1, check=_check_fn), _region_same),
+    "elementwise": _OpRule(_elementwise_rule(1, check=_check_fn), _region_same,
+                           attrs={"fn": "str"}),
     "add": _OpRule(_infer_add_mul, _region_same, arity=(2, None)),
     "mul": _OpRule(_infer_add_mul, _region_same, arity=(2, None)),
-    "concat": _OpRule(_infer_concat, _region_concat, arity=(1, None)),
+    "concat": _OpRule(_infer_concat, _region_concat, arity=(1, None),
+                      attrs={"dim": "axis"}),
     "flatten": _OpRule(_infer_flatten, _region_samples, parallel=_batch_dim),
-    "reshape": _OpRule(_infer_reshape, _region_samples, parallel=_batch_dim),
-    "transpose": _OpRule(_infer_transpose, _region_transpose),
-    "dropout": _OpRule(_elementwise_rule(1, check=_check_p), _region_same),
+    "reshape": _OpRule(_infer_reshape, _region_samples, parallel=_batch_dim,
+                       attrs={"shape": "shape", "dims": "letters"}, required=("shape",)),
+    "transpose": _OpRule(_infer_transpose, _region_transpose,
+                         attrs={"perm": "shape", "dims": "letters"}, required=("perm",)),
+    "dropout": _OpRule(_elementwise_rule(1, check=_check_p), _region_same,
+                       attrs={"p": "number"}),
     "softmax": _OpRule(_elementwise_rule(3), _region_lastdim_all,
                        parallel=lambda layer: layer.dims[:-1]),
     "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim),
     "embedding": _OpRule(_infer_embedding, _region_embedding,
-                         weight_split=lambda layer: (layer.dims[-1],)),
+                         weight_split=lambda layer: (layer.dims[-1],),
+                         attrs={"vocab": "int", "dim": "int"}, required=("vocab", "dim")),
     "matmul": _OpRule(_infer_matmul, _region_matmul, arity=(2, 2)),
     "rmsnorm": _OpRule(_elementwise_rule(4, params=lambda c: c.x[-1]), _region_lastdim_all,
                        parallel=lambda layer: layer.dims[:-1]),
     "attention": _OpRule(_infer_attention, _region_attention,
-                         parallel=lambda layer: (layer.dims[0], layer.dims[-1])),
-    "slice": _OpRule(_infer_slice, _region_slice),
+                         parallel=lambda layer: (layer.dims[0], layer.dims[-1]),
+                         attrs={"heads": "int", "kv_heads": "int", "head_dim": "int",
+                                "causal": "bool", "dropout": "number"}, required=("heads",)),
+    "slice": _OpRule(_infer_slice, _region_slice,
+                     attrs={"dim": "axis", "start": "int", "stop": "int"}, required=("dim",)),
 }
 
 #: Every op a layer may have.
 OPS = tuple(_RULES)
+
+#: The attributes each op takes (any other is refused, by the builder and the reader).
+OP_ATTRS: Mapping[str, tuple[str, ...]] = {op: tuple(r.attrs) for op, r in _RULES.items()}
 
 
 def _window_out(name, op, in_sp, k, s, p, d, ceil_mode):
@@ -927,6 +1030,11 @@ def _check_dims(name: str, dims: tuple[str, ...], rank: int) -> None:
         raise InvalidGraphError(
             f"layer {name!r}: dims {''.join(map(str, dims))!r} must be {rank} distinct letters "
             f"from {''.join(DIM_LETTERS)}")
+
+
+#: The keys of a graph document and of one layer record.
+_GRAPH_KEYS = frozenset({"format", "version", "name", "layers"})
+_LAYER_KEYS = frozenset({"name", "op", "inputs", "attrs", "output_shape"})
 
 
 # --------------------------------------------------------------------- the graph
@@ -1007,6 +1115,12 @@ class LayerGraph:
             if v not in self._layers:
                 raise InvalidGraphError(
                     f"layer {name!r} ({op}): unknown input layer {v!r}; add it first")
+        known = _RULES[op].attrs
+        for k in attrs:
+            if k not in known:
+                raise InvalidGraphError(
+                    f"layer {name!r} ({op}): unknown attribute {k!r}{suggest(k, known) or ';'} "
+                    f"a {op} layer takes {', '.join(known) or 'no attributes'}")
         shapes = [self._layers[v].output_shape for v in inputs]
         dims_in = [self._layers[v].dims for v in inputs]
         if op != "input" and len({s[0] for s in shapes}) > 1:
@@ -1325,8 +1439,9 @@ class LayerGraph:
         Raises
         ------
         FormatError
-            Not this format, wrong version, no layers, a field missing or of the wrong type
-            (names the layer record and the field).
+            Not this format, wrong version, no layers, an unknown key (at the top, in a layer
+            or among its op's attributes: names the key path and the nearest known key), a
+            field missing or of the wrong type (names the layer record and the field).
         InvalidGraphError
             Cycles, unknown inputs or ops, shape mismatches, an ``output_shape`` that differs
             from the inferred one (names the layer).
@@ -1334,28 +1449,37 @@ class LayerGraph:
         doc = read_document(source, GRAPH_FORMAT, GRAPH_FORMAT_VERSION, data=data,
                             what="layer graph")
         f = Fields(source)
-        recs = f.array(f.get(doc, "layers", ""), "layers")
+        f.keys(doc, _GRAPH_KEYS, "", required=("layers",))
+        recs = f.array(doc["layers"], "layers")
         if not recs:
             raise FormatError(f"{source}: the layer graph has no layers; a graph needs at least "
                               "one input layer")
         by_name: dict[str, dict] = {}
         for j, rec in enumerate(recs):
             where = f"layers[{j}]"
-            f.mapping(rec, where)
-            name = f.string(f.get(rec, "name", where), f"{where}.name")
+            f.keys(rec, _LAYER_KEYS, where, required=("name", "op"))
+            name = f.string(rec["name"], f"{where}.name")
             if not name:
                 raise f.error(f"{where}.name", "must be a non-empty string")
             if name in by_name:
                 raise FormatError(f"{source}: {where}: duplicate layer name {name!r}; each "
                                   "layer needs its own name")
+            op = f.string(rec["op"], f"{where}.op")
+            if op not in _RULES:
+                raise f.error(f"{where}.op", f"{op!r:.40} is not a known op"
+                                             f"{suggest(op, OPS) or ';'} known: {', '.join(OPS)}")
+            rule = _RULES[op]
             inputs = f.array(rec.get("inputs", []), f"{where}.inputs")
-            attrs = f.mapping(rec.get("attrs", {}), f"{where}.attrs")
+            attrs = f.keys(rec.get("attrs", {}), rule.names, f"{where}.attrs",
+                           required=rule.required, hint=f"these are a {op} layer's attributes")
+            for k, v in attrs.items():
+                _check_attr(f, rule.attrs[k], v, f"{where}.attrs.{k}")
             shape = rec.get("output_shape")
             if shape is not None:
                 shape = tuple(f.integer(v, f"{where}.output_shape[{i}]")
                               for i, v in enumerate(f.array(shape, f"{where}.output_shape")))
             by_name[name] = {
-                "op": f.string(f.get(rec, "op", where), f"{where}.op"),
+                "op": op,
                 "inputs": tuple(f.string(u, f"{where}.inputs[{i}]")
                                 for i, u in enumerate(inputs)),
                 "attrs": dict(attrs), "output_shape": shape}
