@@ -162,7 +162,8 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         power of two under power-of-two degrees (see
         :func:`~milp_parallel.configs.check_device_count`).
     InvalidOptionError
-        When ``memory_limit`` or an option is invalid.
+        When ``memory_limit`` or an option is invalid, or the cost model's profile table
+        prices no layer of the graph (``CostModel.check_profile``).
     ProblemTooLargeError
         When a size exceeds its limit (names the size and the option that raises it).
 
@@ -241,6 +242,8 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         node_costs.append(cost)
         memory.append(mem)
         member_costs.append(tuple(mc))
+    if cost_model.profile is not None:
+        cost_model.check_profile(graph)  # a table that prices no layer is an error
 
     tables: dict[tuple[int, int], np.ndarray] = {}
     edge_members: dict[tuple[int, int], list] = {}

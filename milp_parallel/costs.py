@@ -271,6 +271,9 @@ class CostModel:
         self.sync_overlap = float(sync_overlap)
         #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
         self.profile_stats = {"hits": 0, "fallbacks": 0}
+        #: What :meth:`check_profile` found (a ``ProfileCoverage``), or None.
+        self.profile_coverage = None
+        self._profile_layers: dict[str, list[int]] = {}  # name -> [hits, fallbacks]
         self._sync_cache: dict = {}
         self._tx_cache: dict = {}
         self._tile_cache: dict = {}
@@ -284,6 +287,33 @@ class CostModel:
         return (f"CostModel({self.topology.name!r}, {self.topology.n_devices} devices, "
                 f"{self.bytes_per_element} B/element, optimizer x{self.optimizer_state_factor:g}"
                 f", {self.compute_model}{', profiled' if self.profile is not None else ''})")
+
+    def check_profile(self, graph) -> Any:
+        """Which layers of ``graph`` the profile priced; refuse a profile that priced none.
+
+        Built from this cost model's own counted lookups (the tiles it priced so far, see
+        :attr:`profile_stats`), so call it after pricing the graph's layers, as
+        :func:`~milp_parallel.build.build` does. The answer is kept in
+        :attr:`profile_coverage`; a partial match is logged as a warning.
+
+        Returns
+        -------
+        ProfileCoverage or None
+            :class:`milp_parallel.profile.ProfileCoverage` (matched / partial / unmatched
+            layers); None without a profile.
+
+        Raises
+        ------
+        InvalidOptionError
+            When no tile of any layer of the graph was found in the profile.
+        """
+        if self.profile is None:
+            return None
+        from .profile import ProfileCoverage
+
+        cov = ProfileCoverage.of(self.profile, graph, self._profile_layers)
+        self.profile_coverage = cov.check()
+        return cov
 
     def _configs(self, layer, configs) -> np.ndarray:
         c = np.atleast_2d(np.asarray(configs, dtype=np.int64))
@@ -367,6 +397,7 @@ class CostModel:
                 t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
                 if count:
                     self.profile_stats["fallbacks" if t is None else "hits"] += 1
+                    self._profile_layers.setdefault(layer.name, [0, 0])[t is None] += 1
                 if t is None:
                     continue
                 est = fwd[k] + bwd[k]

@@ -54,6 +54,22 @@ JSON format (version 1)
 ``{"format": "milp_parallel.profile", "version": 1, "dtype": str, "device": str,
 "meta": {"device_name", "torch_version", "repeats", "warmup", "threads", ...},
 "entries": [{"op", "signature", "tile_shape": [...], "dtype", "device", "seconds"}, ...]}``.
+Read through :mod:`milp_parallel.io` (gzip either way, one
+:class:`~milp_parallel.errors.FormatError` naming the file and the field for anything
+malformed) and strictly: an unknown key at the top or in an entry is refused naming the
+nearest known one; ``meta`` is free-form provenance.
+
+Coverage
+--------
+A table answers only for the tiles it was measured on (same op, attributes, input tiles and
+batch). :class:`ProfileCoverage` says which layers of a graph were priced from it (every
+tile), in part, or by the estimate only: :meth:`ProfileTable.coverage` computes it for a
+configuration space, and ``CostModel.check_profile``, which
+:func:`~milp_parallel.build.build` runs on every profiled build, from the cost model's own
+lookups (kept as ``CostModel.profile_coverage``). A table that prices no layer at all is
+refused (:class:`~milp_parallel.errors.InvalidOptionError`: a lenet5 table given for alexnet
+would price every layer by the estimate without a word); one that prices only some logs a
+warning naming the layers that fall back to the estimate.
 
 Examples
 --------
@@ -82,9 +98,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ._optional import require
-from .errors import FormatError, InvalidGraphError
+from .errors import FormatError, InvalidGraphError, InvalidOptionError
+from .graph import OPS
+from .io import Fields, describe_type, dumps, loads, read_document, read_json, suggest, write_json
 
-__all__ = ["ProfileEntry", "ProfileTable", "profile_layers", "profile_model",
+__all__ = ["ProfileEntry", "ProfileTable", "ProfileCoverage", "profile_layers", "profile_model",
            "layer_signature", "needed_tiles", "PROFILE_FORMAT", "PROFILE_FORMAT_VERSION"]
 
 logger = logging.getLogger(__name__)
@@ -189,6 +207,8 @@ class ProfileTable:
         What :meth:`lookup` asks for by default (``"float32"``, ``"cpu"``, ``"cuda"``).
     meta : mapping, optional
         Provenance: ``device_name``, ``torch_version``, ``repeats``, ``warmup``, ...
+    source : str, optional
+        Where the table came from (its file), for messages; not compared.
 
     Examples
     --------
@@ -201,6 +221,7 @@ class ProfileTable:
     dtype: str = "float32"
     device: str = "cpu"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    source: str = field(default="<table>", repr=False, compare=False)
     _index: Mapping[tuple, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -260,10 +281,38 @@ class ProfileTable:
     def merge(self, other: "ProfileTable") -> "ProfileTable":
         """A table with both tables' entries (``other`` wins on equal keys)."""
         return ProfileTable(self.entries + other.entries, dtype=self.dtype,
-                            device=self.device, meta={**self.meta, **other.meta})
+                            device=self.device, meta={**self.meta, **other.meta},
+                            source=self.source)
+
+    # ------------------------------------------------------------------ coverage
+    def coverage(self, graph: Any, topology_or_configs: Any, *, options: Any = None
+                 ) -> "ProfileCoverage":
+        """Which layers of ``graph`` this table prices, tile by tile, as the cost model does.
+
+        Parameters
+        ----------
+        graph : LayerGraph
+        topology_or_configs : Topology, int or iterable of (layer or name, tile shape)
+            The tiles a cost model will look up (:func:`needed_tiles`).
+        options : ConfigOptions, optional
+            Passed to :func:`needed_tiles`.
+
+        Returns
+        -------
+        ProfileCoverage
+            A layer is *matched* when every tile it needs was measured, *partial* when some
+            were, *unmatched* when none was (priced by the estimate); ``input`` layers cost
+            nothing and are in no list.
+        """
+        hits: dict[str, list[int]] = {}
+        for layer, tile in needed_tiles(graph, topology_or_configs, options=options):
+            rec = hits.setdefault(layer.name, [0, 0])
+            rec[self.lookup(layer, tile) is None] += 1
+        return ProfileCoverage.of(self, graph, hits)
 
     # ------------------------------------------------------------------ formats
     def to_dict(self) -> dict:
+        """The JSON-ready document of the module docstring's format."""
         return {"format": PROFILE_FORMAT, "version": PROFILE_FORMAT_VERSION,
                 "dtype": self.dtype, "device": self.device, "meta": _jsonable(dict(self.meta)),
                 "entries": [e.to_dict() for e in self.entries]}
@@ -275,49 +324,194 @@ class ProfileTable:
         Raises
         ------
         FormatError
-            Wrong format name or version, or a malformed entry (names ``source``).
+            Not this format or version, an unknown key (at the top or in an entry: names it
+            and the nearest known key), a missing field or one of the wrong type (names
+            ``source`` and the field, e.g. ``entries[3].seconds``).
         """
-        if not isinstance(data, Mapping) or data.get("format") != PROFILE_FORMAT:
-            raise FormatError(f"{source}: not a profile table (expected \"format\": "
-                              f"\"{PROFILE_FORMAT}\")")
-        if data.get("version") != PROFILE_FORMAT_VERSION:
-            raise FormatError(f"{source}: profile format version {data.get('version')!r} "
-                              f"is not supported (expected {PROFILE_FORMAT_VERSION})")
+        doc = read_document(source, PROFILE_FORMAT, PROFILE_FORMAT_VERSION, data=data,
+                            what="profile table")
+        f = Fields(source)
+        f.keys(doc, _TABLE_KEYS, "", required=("entries",))
+        dtype = _dtype(f, doc.get("dtype", "float32"), "dtype")
+        device = _device(f, doc.get("device", "cpu"), "device")
+        meta = f.mapping(doc.get("meta", {}), "meta")
         entries = []
-        for i, rec in enumerate(data.get("entries", [])):
-            try:
-                entries.append(ProfileEntry(
-                    op=str(rec["op"]), signature=str(rec["signature"]),
-                    tile_shape=tuple(int(x) for x in rec["tile_shape"]),
-                    dtype=str(rec["dtype"]), device=str(rec["device"]),
-                    seconds=float(rec["seconds"])))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise FormatError(f"{source}: entry {i} is malformed ({exc!r}); each entry "
-                                  f"needs op, signature, tile_shape, dtype, device, "
-                                  f"seconds") from None
-        return cls(tuple(entries), dtype=str(data.get("dtype", "float32")),
-                   device=str(data.get("device", "cpu")), meta=dict(data.get("meta", {})))
+        for i, rec in enumerate(f.array(doc["entries"], "entries")):
+            w = f"entries[{i}]"
+            f.keys(rec, _ENTRY_KEYS, w, required=_ENTRY_KEYS)
+            op = f.string(rec["op"], f"{w}.op")
+            if op not in OPS:
+                raise f.error(f"{w}.op", f"{op!r:.40} is not a known op{suggest(op, OPS) or ';'}"
+                                         f" known: {', '.join(OPS)}")
+            tile = f.array(rec["tile_shape"], f"{w}.tile_shape")
+            if not tile:
+                raise f.error(f"{w}.tile_shape", "must not be empty (one extent per dim)")
+            entries.append(ProfileEntry(
+                op=op, signature=f.string(rec["signature"], f"{w}.signature"),
+                tile_shape=tuple(f.integer(x, f"{w}.tile_shape[{j}]", minimum=1)
+                                 for j, x in enumerate(tile)),
+                dtype=_dtype(f, rec["dtype"], f"{w}.dtype"),
+                device=_device(f, rec["device"], f"{w}.device"),
+                seconds=f.number(rec["seconds"], f"{w}.seconds", finite=True, minimum=0)))
+        return cls(tuple(entries), dtype=dtype, device=device, meta=dict(meta), source=source)
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        """The table as JSON text (:meth:`to_dict`)."""
+        return dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_json(cls, text: str, *, source: str = "<json>") -> "ProfileTable":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{source}: not valid JSON ({exc})") from None
-        return cls.from_dict(data, source=source)
+        """Parse :meth:`to_json`'s text (errors as :meth:`from_dict`)."""
+        return cls.from_dict(loads(text, source=source, what="profile table"), source=source)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json(indent=1))
+        """Write the table as JSON (gzip-compressed when the name ends in ``.gz``).
+
+        Raises
+        ------
+        FileWriteError
+            When ``path`` cannot be written (names it).
+        """
+        write_json(path, self.to_dict(), indent=1)
 
     @classmethod
     def load(cls, path: str | Path) -> "ProfileTable":
-        p = Path(path)
-        if not p.exists():
-            raise FormatError(f"profile file {str(p)!r} does not exist")
-        return cls.from_json(p.read_text(), source=str(p))
+        """Read a table written by :meth:`save` (gzip-compressed or not).
+
+        Raises
+        ------
+        FormatError
+            Missing, a directory, unreadable, binary, not JSON, not a profile table, an
+            unknown key or a malformed field (names the file and the field).
+        """
+        return cls.from_dict(read_json(path, what="profile table file"), source=str(path))
+
+
+@dataclass(frozen=True)
+class ProfileCoverage:
+    """Which layers of a graph a profile table priced: from the table or by the estimate.
+
+    Made by :meth:`ProfileTable.coverage` (from the tiles a configuration space needs) and by
+    ``CostModel.check_profile`` (from the cost model's own lookups, which
+    :func:`~milp_parallel.build.build` runs on every profiled build and keeps as
+    ``CostModel.profile_coverage``).
+
+    Attributes
+    ----------
+    table : str
+        The table's source (its file).
+    graph : str
+        The graph's name.
+    matched : tuple of str
+        Layers every tile of which was measured, in graph order: priced from the table.
+    partial : tuple of str
+        Layers some tiles of which were measured (the others priced by the estimate).
+    unmatched : tuple of str
+        Non-input layers no tile of which was measured: priced by the estimate only.
+    entries : int
+        The table's entry count.
+    measured_for : str
+        The graph the table was measured for (its ``meta["graph"]``), when known.
+    """
+
+    table: str
+    graph: str
+    matched: tuple[str, ...]
+    partial: tuple[str, ...]
+    unmatched: tuple[str, ...]
+    entries: int = 0
+    measured_for: str = ""
+
+    @classmethod
+    def of(cls, table: Any, graph: Any, hits: Mapping[str, Sequence[int]]
+           ) -> "ProfileCoverage":
+        """From ``{layer name: (tiles measured, tiles estimated)}`` of ``graph``'s layers."""
+        groups: tuple[list, list, list] = ([], [], [])
+        for layer in graph.layers:
+            if layer.op == "input":
+                continue
+            hit, miss = hits.get(layer.name, (0, 0))
+            groups[0 if hit and not miss else 1 if hit else 2].append(layer.name)
+        meta = getattr(table, "meta", {}) or {}
+        return cls(str(getattr(table, "source", "<table>")), str(getattr(graph, "name", "")),
+                   *map(tuple, groups), entries=len(getattr(table, "entries", ())),
+                   measured_for=str(meta.get("graph", "") or ""))
+
+    @property
+    def complete(self) -> bool:
+        """Every non-input layer is priced from the table, every tile of it."""
+        return not self.partial and not self.unmatched
+
+    @property
+    def fraction(self) -> float:
+        """Layers with a measured tile / non-input layers (1.0 for inputs only)."""
+        n = len(self.matched) + len(self.partial) + len(self.unmatched)
+        return (len(self.matched) + len(self.partial)) / n if n else 1.0
+
+    def check(self) -> "ProfileCoverage":
+        """Refuse a table that priced no layer; log a warning when it priced only some.
+
+        The warning is logged once per table, graph and unmatched layers.
+
+        Raises
+        ------
+        InvalidOptionError
+            When the graph has layers to price and no tile of any was measured: names the
+            table, its entry count, the graph it was measured for, this graph and a few of
+            its layers.
+        """
+        if self.unmatched and not (self.matched or self.partial):
+            raise InvalidOptionError(
+                f"profile table {self.table} ({self.entries} entries, measured for "
+                f"{self.measured_for or 'another graph'!r}) prices no layer of graph "
+                f"{self.graph or '<unnamed>'!r} ({len(self.unmatched)} layers, none measured: "
+                f"{_few(self.unmatched)}); every layer would be priced by the estimate. "
+                "Profile this model on this cluster at this batch size (milp-parallel "
+                "profile MODEL --cluster NAME --out FILE; tile shapes include the batch) or "
+                "leave the profile out")
+        if not self.complete:
+            key = (self.table, self.graph, self.partial, self.unmatched)
+            if key not in _WARNED:
+                _WARNED.add(key)
+                logger.warning("%s", self)
+        return self
+
+    def __str__(self) -> str:
+        n = len(self.matched) + len(self.partial) + len(self.unmatched)
+        text = (f"profile table {self.table} prices {len(self.matched)} of {n} layers of graph "
+                f"{self.graph or '<unnamed>'!r} from measurements")
+        if self.partial:
+            text += f"; {len(self.partial)} in part ({_few(self.partial)})"
+        if self.unmatched:
+            text += (f"; {len(self.unmatched)} by the estimate only (no measured tile): "
+                     f"{_few(self.unmatched)}")
+        return text
+
+
+#: The keys of a profile document and of one entry.
+_TABLE_KEYS = frozenset({"format", "version", "dtype", "device", "meta", "entries"})
+_ENTRY_KEYS = frozenset({"op", "signature", "tile_shape", "dtype", "device", "seconds"})
+#: (table, graph, partial, unmatched) of the partial matches already logged.
+_WARNED: set = set()
+
+
+def _dtype(f: Fields, v: Any, where: str) -> str:
+    if v not in _DTYPES:
+        raise f.error(where, f"must be one of {', '.join(_DTYPES)}, got {describe_type(v)}"
+                             f"{suggest(v, _DTYPES) if isinstance(v, str) else ''}")
+    return v
+
+
+def _device(f: Fields, v: Any, where: str) -> str:
+    v = f.string(v, where)
+    if not (v == "cpu" or v == "cuda" or (v.startswith("cuda:") and v[5:].isdigit())):
+        raise f.error(where, f"must be 'cpu', 'cuda' or 'cuda:<index>', got {v!r:.40}")
+    return v
+
+
+def _few(names: Sequence[str], k: int = 5) -> str:
+    shown = ", ".join(names[:k])
+    return shown + (f", ... ({len(names) - k} more)" if len(names) > k else "")
 
 
 # ----------------------------------------------------------------------------- tiles
