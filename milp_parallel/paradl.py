@@ -19,6 +19,17 @@ A platform file (``*.plat``) has six ``KEY|value|unit`` lines (memory per GPU, s
 latency, maximum GPUs, GPUs per node); a mask file (``*.lc``) has one ``[index] NAME|0 or 1``
 line per layer, 1 meaning the strategy applies to that layer.
 
+Platform units
+--------------
+A value is scaled by its unit (:data:`PLATFORM_UNITS`); ParaDL's own files write base units
+(``MEM_PER_NODE|16e9|Bytes``, ``NODE_SPEED|7.8E12|FLOPS``, ``BANDWIDTH|12.5E9|Bps``,
+``LATENCY|500E-9|second``, ``MAX_NODE|4096|GPUs``), and a bare number (no unit) is in those
+base units too. ``KB MB GB TB`` are powers of 1000 and ``KiB MiB GiB TiB`` of 1024
+(``MEM_PER_NODE|16|GB`` is 16e9 bytes); ``Gbps`` / ``Gb/s`` are bits. An unknown key, an
+unknown unit (for that key), a repeated key or a line with more than three fields is refused
+with a :class:`~milp_parallel.errors.FormatError` naming the file, the line and the field, with
+the nearest known spelling.
+
 Examples
 --------
 >>> t = parse_net('''Dataset|Toy
@@ -42,7 +53,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import FormatError, InvalidGraphError
-from .io import read_text
+from .io import read_text, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
     from .graph import LayerGraph
@@ -51,6 +62,7 @@ __all__ = [
     "LAYER_KINDS",
     "NetTable",
     "Platform",
+    "PLATFORM_UNITS",
     "parse_net",
     "read_net",
     "parse_platform",
@@ -304,7 +316,7 @@ def parse_net(text: str, source: str = "<string>") -> NetTable:
             continue
         fields = [f.strip() for f in line.split("|")]
         key = fields[0]
-        if key in ("Dataset", "Input", "Model"):
+        if key in _NET_HEADER:
             if key in header:
                 raise _fail(source, lineno, f"second {key}| line (first on line "
                                             f"{header[key][0]})")
@@ -315,13 +327,18 @@ def parse_net(text: str, source: str = "<string>") -> NetTable:
                                             "header lines come first")
             header[key] = (lineno, fields[1])
             continue
+        if len(fields) == 2 and _kind_of(key) is None:
+            raise _fail(source, lineno, f"unknown header key {key!r}"
+                                        f"{suggest(key, _NET_HEADER) or ';'} a header line is "
+                                        f"one of {', '.join(k + '|...' for k in _NET_HEADER)}")
         if len(fields) not in (4, 5):
             raise _fail(source, lineno, f"layer row has {len(fields)} '|'-separated fields; "
                                         "expected NAME|x|w|y or NAME|x|w|y|t")
         kind = _kind_of(key)
         if kind is None:
-            raise _fail(source, lineno, f"unknown layer kind in name {key!r}; names must start "
-                                        f"with one of {', '.join(LAYER_KINDS)}")
+            raise _fail(source, lineno, f"unknown layer kind in name {key!r}"
+                                        f"{suggest(key.rstrip('0123456789_'), LAYER_KINDS) or ';'}"
+                                        f" names must start with one of {', '.join(LAYER_KINDS)}")
         x = _dims(source, lineno, fields[1], "input shape")
         w = _dims(source, lineno, fields[2], "weight shape", positive=False)
         y = _dims(source, lineno, fields[3], "output shape")
@@ -392,7 +409,29 @@ def read_net(path: str | Path) -> NetTable:
     return parse_net(read_text(p, what="ParaDL layer table (.net)"), source=str(p))
 
 
+_NET_HEADER = ("Dataset", "Input", "Model")
 _PLAT_KEYS = ("MEM_PER_NODE", "NODE_SPEED", "BANDWIDTH", "LATENCY", "MAX_NODE", "GPU_PER_NODE")
+
+_BYTES = {"B": 1.0, "Byte": 1.0, "Bytes": 1.0, "byte": 1.0, "bytes": 1.0,
+          "KB": 1e3, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40}
+_COUNT = {"GPU": 1.0, "GPUs": 1.0, "gpu": 1.0, "gpus": 1.0}
+
+#: The units each platform key accepts, with the factor to its base unit (bytes, FLOP/s,
+#: bytes/s, seconds, GPUs). A bare number is in the base unit.
+PLATFORM_UNITS: dict[str, dict[str, float]] = {
+    "MEM_PER_NODE": _BYTES,
+    "NODE_SPEED": {"FLOPS": 1.0, "FLOP/s": 1.0, "flops": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12,
+                   "PFLOPS": 1e15, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
+    "BANDWIDTH": {**{f"{u}/s": f for u, f in _BYTES.items()},
+                  **{f"{u}ps": f for u, f in _BYTES.items() if u[-1] == "B"},
+                  "bps": 1 / 8, "Kbps": 1e3 / 8, "Mbps": 1e6 / 8, "Gbps": 1e9 / 8,
+                  "Tbps": 1e12 / 8, "Gb/s": 1e9 / 8, "Mb/s": 1e6 / 8},
+    "LATENCY": {"s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0, "ms": 1e-3,
+                "us": 1e-6, "\u00b5s": 1e-6, "ns": 1e-9},
+    "MAX_NODE": _COUNT,
+    "GPU_PER_NODE": _COUNT,
+}
 
 
 def parse_platform(text: str, source: str = "<string>") -> Platform:
@@ -411,36 +450,57 @@ def parse_platform(text: str, source: str = "<string>") -> Platform:
     Raises
     ------
     FormatError
-        On an unknown key, a missing key, or a value that is not a positive number.
+        On an unknown, repeated or missing key, an unknown unit, a line of more than three
+        fields, or a value that is not a positive number (a whole one for GPU counts); names
+        the file, the line and the field.
 
     Examples
     --------
     >>> parse_platform("MEM_PER_NODE|16e9\\nNODE_SPEED|7.8E12\\nBANDWIDTH|12.5E9\\n"
     ...                "LATENCY|500E-9\\nMAX_NODE|4096\\nGPU_PER_NODE|4").devices_per_node
     4
+    >>> parse_platform("MEM_PER_NODE|16|GB\\nNODE_SPEED|7.8|TFLOPS\\nBANDWIDTH|100|Gbps\\n"
+    ...                "LATENCY|0.5|us\\nMAX_NODE|4096|GPUs\\nGPU_PER_NODE|4").memory_bytes
+    16000000000.0
     """
     values: dict[str, float] = {}
+    seen: dict[str, int] = {}
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         fields = [f.strip() for f in line.split("|")]
-        if fields[0] not in _PLAT_KEYS:
-            raise _fail(source, lineno, f"unknown key {fields[0]!r}; expected one of "
-                                        f"{', '.join(_PLAT_KEYS)}")
-        if len(fields) < 2:
-            raise _fail(source, lineno, f"{fields[0]} has no value (KEY|value|unit)")
+        key = fields[0]
+        if key not in _PLAT_KEYS:
+            raise _fail(source, lineno, f"unknown key {key!r:.40}{suggest(key, _PLAT_KEYS) or ';'}"
+                                        f" expected one of {', '.join(_PLAT_KEYS)}")
+        if key in seen:
+            raise _fail(source, lineno, f"second {key} line (first on line {seen[key]})")
+        seen[key] = lineno
+        if len(fields) < 2 or not fields[1]:
+            raise _fail(source, lineno, f"{key} has no value (KEY|value|unit)")
+        if len(fields) > 3:
+            raise _fail(source, lineno, f"{key} line has {len(fields)} '|'-separated fields; "
+                                        "expected KEY|value|unit (the unit may be left out)")
         try:
             v = float(fields[1])
         except ValueError:
-            raise _fail(source, lineno, f"{fields[0]} value {fields[1]!r} is not a "
+            raise _fail(source, lineno, f"{key} value {fields[1]!r:.40} is not a "
                                         "number") from None
+        unit = fields[2] if len(fields) == 3 else ""
+        units = PLATFORM_UNITS[key]
+        if unit:
+            if unit not in units:
+                raise _fail(source, lineno, f"{key} unit {unit!r:.40} is not known"
+                                            f"{suggest(unit, units) or ';'} known: "
+                                            f"{', '.join(units)} (or none: the base unit)")
+            v *= units[unit]
         if not (math.isfinite(v) and v > 0):
-            raise _fail(source, lineno, f"{fields[0]} must be a positive number, got {v}")
-        if fields[0] in ("MAX_NODE", "GPU_PER_NODE") and (v != int(v) or v > _MAX_DIM):
-            raise _fail(source, lineno, f"{fields[0]} must be a whole number of GPUs >= 1, got "
+            raise _fail(source, lineno, f"{key} must be a positive number, got {fields[1]!r}")
+        if key in ("MAX_NODE", "GPU_PER_NODE") and (v != int(v) or v > _MAX_DIM):
+            raise _fail(source, lineno, f"{key} must be a whole number of GPUs >= 1, got "
                                         f"{fields[1]!r}")
-        values[fields[0]] = v
+        values[key] = v
     missing = [k for k in _PLAT_KEYS if k not in values]
     if missing:
         raise FormatError(f"{source}: missing {', '.join(missing)} (a .plat file has the "
