@@ -34,6 +34,13 @@ Gather of a constant table by activations      ``embedding``
 Identity                                       no layer (an alias)
 =============================================  ===========================================
 
+Before anything is imported the model must be a DAG of well-formed nodes: a tensor written by
+two nodes (or by a node and a graph input / initializer), a node input that nothing defines,
+or a cycle is refused with :class:`~milp_parallel.errors.InvalidGraphError` naming the node and
+the tensor (nodes listed out of order but acyclic are imported in a topological order). A weight
+whose shape does not fit its input (a Conv weight's input channels times ``group``, a
+Gemm / MatMul weight's rows, a normalization's scale) is refused the same way.
+
 Anything else (ConvTranspose, Resize, Split, Slice, ...) is unsupported: with
 ``unknown="error"`` one :class:`~milp_parallel.errors.InvalidGraphError` lists every
 unsupported op type with its node names; with ``unknown="elementwise"`` such a node becomes
@@ -122,9 +129,11 @@ def from_onnx(model: Any, *, batch_size: int | None = None,
         When ``model`` cannot be read as an ONNX model, or ``unknown``/``batch_size`` are
         invalid.
     InvalidGraphError
-        When op types are unsupported (all listed with node names), a tensor's shape is
-        still unknown after inference (names the tensor), a non-batch dimension of an input
-        is symbolic, or a node's inferred shape disagrees with the layer built for it.
+        When the nodes do not form a DAG (a cycle, a tensor with two writers, an input that
+        nothing defines: names the node and the tensor), a weight does not fit its input,
+        op types are unsupported (all listed with node names), a tensor's shape is still
+        unknown after inference (names the tensor), a non-batch dimension of an input is
+        symbolic, or a node's inferred shape disagrees with the layer built for it.
 
     Examples
     --------
@@ -144,7 +153,10 @@ def from_onnx(model: Any, *, batch_size: int | None = None,
         raise FormatError(f"{_describe(model)}: the ONNX model has no graph (no inputs and no "
                           "nodes): an empty file, or not an ONNX model?")
     try:
+        _check_wiring(proto.graph)
         graph = _Importer(onnx, proto, batch_size, unknown).build()
+    except InvalidGraphError as exc:
+        raise InvalidGraphError(f"{_describe(model)}: {exc}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         if isinstance(exc, MilpParallelError):
             raise
@@ -179,7 +191,82 @@ def _load(onnx: Any, model: Any) -> Any:
 def _describe(model: Any) -> str:
     if isinstance(model, (str, os.PathLike)):
         return f"file {os.fspath(model)!r}"
-    return f"{type(model).__name__} of {len(model)} bytes"
+    if isinstance(model, (bytes, bytearray)):
+        return f"{type(model).__name__} of {len(model)} bytes"
+    return f"the {type(model).__name__}"
+
+
+def _label(node: Any, i: int) -> str:
+    return f"{node.name or f'#{i}'!r} ({node.op_type})"
+
+
+def _check_wiring(graph: Any) -> None:
+    """Refuse a graph that is not a DAG of well-formed nodes; sort an unsorted one in place.
+
+    Raises
+    ------
+    InvalidGraphError
+        A tensor written twice (two nodes, or a node and a graph input or initializer), a
+        node input that no node, graph input or initializer defines, or a cycle; names the
+        node and the tensor.
+    """
+    import networkx as nx
+
+    source = {vi.name: "a graph input" for vi in graph.input}
+    for init in graph.initializer:
+        source.setdefault(init.name, "an initializer")
+    writer: dict[str, int] = {}
+    for i, node in enumerate(graph.node):
+        for t in node.output:
+            if not t:
+                continue
+            if t in writer:
+                j = writer[t]
+                raise InvalidGraphError(
+                    f"ONNX tensor {t!r} is written by two nodes, {_label(graph.node[j], j)} and "
+                    f"{_label(node, i)}; each tensor needs exactly one producer (rename one "
+                    "output)")
+            if t in source:
+                raise InvalidGraphError(
+                    f"ONNX node {_label(node, i)} writes tensor {t!r}, which is already "
+                    f"{source[t]}; each tensor needs exactly one producer (rename the output)")
+            writer[t] = i
+    deps = nx.DiGraph()
+    deps.add_nodes_from(range(len(graph.node)))
+    for i, node in enumerate(graph.node):
+        for t in node.input:
+            if not t or t in source:
+                continue
+            if t not in writer:
+                raise InvalidGraphError(
+                    f"ONNX node {_label(node, i)} reads tensor {t!r}, which no node, graph "
+                    "input or initializer defines; add it as a graph input or initializer, or "
+                    "fix the name")
+            deps.add_edge(writer[t], i, tensor=t)
+    if not nx.is_directed_acyclic_graph(deps):
+        cycle = nx.find_cycle(deps)
+        path = "".join(f"{_label(graph.node[u], u)} -[{deps.edges[u, v]['tensor']}]-> "
+                       for u, v in cycle)
+        first = cycle[0][0]
+        raise InvalidGraphError(
+            f"the ONNX graph has a cycle: {path}{_label(graph.node[first], first)} (node "
+            "-[tensor]-> reader); a model must be acyclic")
+    order = list(nx.lexicographical_topological_sort(deps))
+    if order != sorted(order):
+        nodes = [graph.node[i] for i in order]
+        copies = [type(n)() for n in nodes]
+        for c, n in zip(copies, nodes):
+            c.CopyFrom(n)
+        del graph.node[:]
+        graph.node.extend(copies)
+
+
+def _check_weight(node: Any, what: str, tensor: str, shape: tuple, expected: tuple,
+                  why: str) -> None:
+    if tuple(shape) != tuple(expected):
+        raise InvalidGraphError(
+            f"ONNX node {node.name!r} ({node.op_type}): {what} {tensor!r} has shape "
+            f"{tuple(shape)}, expected {tuple(expected)} ({why})")
 
 
 def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
@@ -437,6 +524,20 @@ class _Importer:
 
     def _op_Conv(self, g, name, node, ins, a):
         wshape = self.shape(node.input[1])
+        x = self.shape(node.input[0])
+        group = int(a.get("group", 1))
+        if len(wshape) != len(x) or group < 1 or wshape[1] * group != x[1]:
+            raise InvalidGraphError(
+                f"ONNX node {node.name!r} (Conv): weight {node.input[1]!r} has shape "
+                f"{tuple(wshape)}, which needs a rank-{len(wshape)} input of "
+                f"{wshape[1] if len(wshape) > 1 else '?'} x group {group} channels, but input "
+                f"{node.input[0]!r} has shape {tuple(x)}")
+        if "kernel_shape" in a:
+            _check_weight(node, "weight", node.input[1], wshape[2:], tuple(a["kernel_shape"]),
+                          "its spatial dims must be the kernel_shape attribute")
+        if len(node.input) > 2 and node.input[2] and self.shapes.get(node.input[2]):
+            _check_weight(node, "bias", node.input[2], self.shapes[node.input[2]],
+                          (wshape[0],), "one per output channel")
         kernel = tuple(a.get("kernel_shape", wshape[2:]))
         stride, pad, dilation = self._spatial(node, a, kernel)
         bias = len(node.input) > 2 and bool(node.input[2])
@@ -496,6 +597,14 @@ class _Importer:
                                     f"supported; transpose the input first")
         if node.input[1] in self.constants:
             wshape = self.shape(node.input[1])
+            fin = self.shape(node.input[0])[-1]
+            k = wshape[1] if a.get("transB", 0) else wshape[0]
+            if len(wshape) != 2 or k != fin:
+                raise InvalidGraphError(
+                    f"ONNX node {node.name!r} (Gemm): weight {node.input[1]!r} has shape "
+                    f"{tuple(wshape)} (transB={int(a.get('transB', 0))}), which takes {k} "
+                    f"input features, but input {node.input[0]!r} has {fin} (shape "
+                    f"{self.shape(node.input[0])})")
             out = wshape[0] if a.get("transB", 0) else wshape[1]
             bias = len(node.input) > 2 and bool(node.input[2])
             return g.linear(name, self.layer_of[ins[0]], int(out), bias=bias)
@@ -504,6 +613,12 @@ class _Importer:
     def _op_MatMul(self, g, name, node, ins, a):
         w = self.constants.get(node.input[1])
         if w is not None and node.input[0] in self.layer_of:
+            x = self.shape(node.input[0])
+            if w.ndim != 2 or w.shape[0] != x[-1]:
+                raise InvalidGraphError(
+                    f"ONNX node {node.name!r} (MatMul): weight {node.input[1]!r} has shape "
+                    f"{tuple(w.shape)}, but input {node.input[0]!r} of shape {x} needs a "
+                    f"({x[-1]}, out) matrix")
             return g.linear(name, self.layer_of[node.input[0]], int(w.shape[-1]),
                             bias=self.position in self.fused_matmul)
         if len(ins) < 2:
@@ -512,9 +627,19 @@ class _Importer:
         return g.matmul(name, self.layer_of[node.input[0]], self.layer_of[node.input[1]])
 
     def _op_BatchNormalization(self, g, name, node, ins, a):
+        c = self.shape(ins[0])[1]
+        for what, t in zip(("scale", "bias", "mean", "variance"), node.input[1:]):
+            if t and self.shapes.get(t) is not None:
+                _check_weight(node, what, t, self.shapes[t], (c,),
+                              f"one per channel of input {ins[0]!r}")
         return g.batchnorm(name, self.layer_of[ins[0]])
 
     def _op_LayerNormalization(self, g, name, node, ins, a):
+        x = self.shape(ins[0])
+        for what, t in zip(("scale", "bias"), node.input[1:]):
+            if t and self.shapes.get(t) is not None:
+                _check_weight(node, what, t, self.shapes[t][-1:], x[-1:],
+                              f"one per feature of the last dim of input {ins[0]!r}")
         return g.layernorm(name, self.layer_of[ins[0]])
 
     def _op_Concat(self, g, name, node, ins, a):
