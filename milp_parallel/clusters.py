@@ -135,7 +135,7 @@ def preset_options(preset: str) -> tuple[Option, ...]:
                    "nodes, joined by the inter-node network"),
             Option("gpus_per_node", default["gpus_per_node"], _check_gpus(limit),
                    "GPUs per node, on the intra-node fabric"),
-            Option("dtype", default["dtype"],
+            Option("dtype", DEFAULT_DTYPE,
                    check_choice("dtype", tuple(dt for dt, _ in table)),
                    "the dtype whose data-sheet peak is the device's peak_flops"))
 
@@ -194,8 +194,8 @@ def _build(preset: str, device: Device, o: dict, intra: Level, inter: Level) -> 
     return Topology(device, tuple(levels), preset, o["dtype"])
 
 
-def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """OptCNN's cluster: nodes of 4 Tesla P100 (16 GB), NVLink inside, 100 Gb/s EDR IB between.
 
     Sources: Jia et al., *Exploring Hidden Dimensions in Parallelizing CNNs*, ICML 2018,
@@ -209,15 +209,15 @@ def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE
     ``dtype="fp16"``.
     """
     o = _settle("optcnn", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("optcnn", "P100-16GB", 16e9, 732e9, o["dtype"])
     return _build("optcnn", dev, o,
                   Level("nvlink", 1, 20e9, NVLINK_LATENCY_S),
                   Level("infiniband-edr", 1, 12.5e9, IB_LATENCY_S, uplinks=1))
 
 
-def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """ABCI as ParaDL models it: 4 x V100-16GB per node, NVLink 50 GB/s, InfiniBand 12.5 GB/s.
 
     Sources: ParaDL (Kahira et al., HPDC 2021) platform file ``ABCI.plat``: 16e9 bytes and
@@ -231,7 +231,7 @@ def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE,
     V100's 125 TFLOP/s fp16 tensor-core peak times 0.5 (V100 has no bf16).
     """
     o = _settle("abci", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     # ParaDL's measured fp32 speed, 7.8 TFLOP/s, is 7.8 / 15.7 of the fp32 peak
     eff = 7.8 / 15.7 if o["dtype"] == "fp32" else DEFAULT_EFFICIENCY
     dev = _device("abci", "V100-16GB", 16e9, 900e9, o["dtype"], eff)
@@ -241,8 +241,8 @@ def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE,
                         ((68, 40.31e-6), (136, 40.49e-6)), uplinks=2))
 
 
-def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """DGX A100 (80 GB): 8 x A100-SXM4-80GB on NVSwitch, 8 x 200 Gb/s HDR InfiniBand per node.
 
     Sources: NVIDIA A100 data sheet (SXM 80GB): 9.7 / 19.5 TFLOP/s fp64 / fp32, 156 tf32,
@@ -252,15 +252,15 @@ def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTY
     card per direction (``uplinks=8``).
     """
     o = _settle("dgx_a100", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("dgx_a100", "A100-80GB", 80e9, 2039e9, o["dtype"])
     return _build("dgx_a100", dev, o,
                   Level("nvswitch", 1, 300e9, NVLINK_LATENCY_S),
                   Level("infiniband-hdr", 1, 25e9, IB_LATENCY_S, uplinks=8))
 
 
-def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """DGX H100: 8 x H100-SXM5-80GB on NVSwitch, 8 x 400 Gb/s NDR InfiniBand per node.
 
     Sources: NVIDIA H100 data sheet (SXM): 34 / 67 TFLOP/s fp64 / fp32, 494.7 tf32, 989.4
@@ -269,15 +269,15 @@ def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTY
     sheet: 8 x ConnectX-7 400 Gb/s NDR = 50 GB/s per card (``uplinks=8``).
     """
     o = _settle("dgx_h100", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("dgx_h100", "H100-80GB", 80e9, 3.35e12, o["dtype"])
     return _build("dgx_h100", dev, o,
                   Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
                   Level("infiniband-ndr", 1, 50e9, IB_LATENCY_S, uplinks=8))
 
 
-def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """DGX H200: as :func:`dgx_h100` with 141 GB HBM3e per GPU at 4.8 TB/s.
 
     Sources: NVIDIA H200 data sheet (SXM): the H100 SXM's peaks (67 TFLOP/s fp32, 989 bf16
@@ -285,15 +285,15 @@ def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTY
     8 x ConnectX-7 400 Gb/s NDR (``uplinks=8``).
     """
     o = _settle("dgx_h200", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("dgx_h200", "H200-141GB", 141e9, 4.8e12, o["dtype"])
     return _build("dgx_h200", dev, o,
                   Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
                   Level("infiniband-ndr", 1, 50e9, IB_LATENCY_S, uplinks=8))
 
 
-def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """A workstation: A100-40GB PCIe cards talking over PCIe 4.0 x16 (no NVLink).
 
     Sources: NVIDIA A100 PCIe data sheet (40 GB): 19.5 TFLOP/s fp32, 156 tf32, 312 bf16
@@ -303,15 +303,15 @@ def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, dtype: str = DEFAULT_DTY
     (12.5 GB/s) Ethernet/IB card each (``uplinks=1``).
     """
     o = _settle("pcie_box", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("pcie_box", "A100-40GB-PCIe", 40e9, 1555e9, o["dtype"])
     return _build("pcie_box", dev, o,
                   Level("pcie4", 1, 25e9, 10e-6),
                   Level("network-100g", 1, 12.5e9, IB_LATENCY_S, uplinks=1))
 
 
-def selene(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def selene(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """NVIDIA's Selene (where Megatron-LM's SC'21 measurements ran): DGX A100 80 GB nodes.
 
     Sources: Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters
@@ -326,15 +326,15 @@ def selene(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE
     the default is :data:`DEFAULT_DTYPE`, as every preset. Latencies as the other presets.
     """
     o = _settle("selene", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("selene", "A100-SXM4-80GB", 80e9, 2039e9, o["dtype"])
     return _build("selene", dev, o,
                   Level("nvswitch", 1, 300e9, NVLINK_LATENCY_S),
                   Level("infiniband-hdr", 1, 25e9, IB_LATENCY_S, uplinks=8))
 
 
-def eos(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
-        precision: str | None = None) -> Topology:
+def eos(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
+        **options: Any) -> Topology:
     """An H100 cluster of Selene's shape (NVIDIA's Eos): DGX H100 nodes, 8 GPUs on NVSwitch,
     eight 400 Gb/s NDR InfiniBand cards per node.
 
@@ -345,7 +345,7 @@ def eos(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str = DEFAULT_DTYPE,
     tree) is built from these nodes. ``dtype="bf16"`` for 16-bit training, as :func:`selene`.
     """
     o = _settle("eos", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
-                       "precision": precision})
+                       **options})
     dev = _device("eos", "H100-SXM5-80GB", 80e9, 3.35e12, o["dtype"])
     return _build("eos", dev, o,
                   Level("nvswitch", 1, 450e9, NVLINK_LATENCY_S),
