@@ -78,7 +78,8 @@ def run_row(r: dict, time_limit: float | None = None) -> dict:
     heads, hidden, layers = int(r["heads"]), int(r["hidden"]), int(r["layers"])
     gpus, batch = int(r["gpus"]), int(r["batch"])
     graph = gpt(1, layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, seq_len=SEQ)
-    topo = clusters.get("selene", nodes=-(-gpus // 8)).with_devices(gpus)
+    # Megatron-LM trained in 16-bit: the preset at its bf16 peak (presets default to fp32)
+    topo = clusters.get("selene", nodes=-(-gpus // 8), dtype="bf16").with_devices(gpus)
     flops = megatron_flops(batch, layers, hidden, VOCAB, SEQ)
     meg = evaluate_configuration(graph, topo, global_batch=batch, tensor=int(r["tp"]),
                                  pipeline=int(r["pp"]), micro_batch_size=int(r["micro_batch"]),
