@@ -161,7 +161,7 @@ def _settle(preset: str, given: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise UnknownOptionError(
             f"cluster {preset!r}: unknown option(s) {', '.join(map(str, unknown))}"
-            f"{suggest(unknown[0], declared)}; known: {', '.join(sorted(declared))}")
+            f"{suggest(unknown[0], declared) or ';'} known: {', '.join(sorted(declared))}")
     out = {}
     for name, opt in declared.items():
         value = given.get(name)
@@ -367,7 +367,7 @@ def _builder(name: Any) -> Callable[..., Topology]:
         return _PRESETS[name]
     except (KeyError, TypeError):
         close = suggest(name, _PRESETS) if isinstance(name, str) else ""
-        raise UnknownNameError(f"unknown cluster {name!r}{close}; known clusters: "
+        raise UnknownNameError(f"unknown cluster {name!r}{close or ';'} known clusters: "
                                f"{', '.join(names())} (or a JSON file via clusters.load)"
                                ) from None
 
@@ -444,8 +444,11 @@ def for_devices(name: str, devices: int, **options: Any) -> Topology:
     >>> for_devices("abci", 8).n_devices       # the default 4 nodes hold 8 devices
     16
     """
-    devices = check_int("devices", 1)(devices)
     topo = get(name, **options)
+    try:
+        devices = check_int("devices", 1)(devices)
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(f"cluster {name!r}: {exc}") from None
     if devices <= topo.n_devices:
         return topo
     per_node = topo.levels[0].fanout

@@ -128,7 +128,8 @@ def test_for_devices_grows_a_preset_to_whole_nodes():
     assert clusters.for_devices("abci", 6).n_devices == 16          # the default is enough
     assert clusters.for_devices("dgx_a100", 20).n_devices == 24      # 3 nodes of 8
     assert clusters.for_devices("selene", 16, dtype="bf16").dtype == "bf16"
-    with pytest.raises(InvalidOptionError, match="devices must be a whole number >= 1"):
+    with pytest.raises(InvalidOptionError,
+                       match="cluster 'abci': devices must be a whole number >= 1"):
         clusters.for_devices("abci", 0)
 
 
