@@ -353,3 +353,13 @@ def test_the_cli_prints_the_memory_note_and_the_global_batch(capsys):
     assert main(["oracle", str(RESNET), "--cluster", "abci", "--devices", "4"]) == 0
     out = capsys.readouterr().out
     assert "global batch" in out and "memory per device = 2 x 4 B" in out
+
+
+def test_default_mode_prices_one_device_with_the_same_roofline_as_more():
+    # the 1-device row used FLOPs / speed while 2+ devices used the roofline (lenet5: 0.29 s
+    # at 1 GPU, 4.8 s at 2): weak scaling now halves compute from 1 to 2 devices
+    pr = oracle.project("lenet5", "abci", "data", devices=[1, 2], batch_per_device=32)
+    one, two = pr.rows
+    assert one.compute_s == pytest.approx(2 * two.compute_s, rel=1e-3)
+    serial = oracle.project("lenet5", "abci", "serial", devices=[1], batch_per_device=32)
+    assert serial.rows[0].compute_s == pytest.approx(one.compute_s)

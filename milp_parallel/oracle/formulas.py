@@ -108,8 +108,11 @@ def _act(net: Net, q: bool) -> tuple[float, float]:
 def _serial(net, cl, p, b, D, q, **_):
     x, y = _act(net, q)
     W = float(net.w.sum())
-    comp = D * float(net.comp_s.sum())
     iters = math.ceil(D / b)
+    if q:
+        comp = D * float(net.comp_s.sum())
+    else:   # the roofline, as every other strategy of default mode (the same at p = 1)
+        comp = impl.data(net, cl, 1, b, iters)[0]
     mem = 2 * cl.bytes_per_element * (b * (y + x) + W)
     return _row("serial", 1, b, b, iters, comp, mem=mem, cap=cl.memory_bytes)
 
