@@ -287,6 +287,9 @@ class Problem:
                                       f"{forbidden_cost!r}")
         self._forbidden_cost = float(forbidden_cost)
         self._has_forbidden: bool | None = None
+        #: values derived from the (immutable) tables, computed once by the modules that
+        #: need them (solvers.forbidden keeps its lexicographic copy here)
+        self._cache: dict = {}
 
     # ------------------------------------------------------------------ accessors
     @property
@@ -298,10 +301,39 @@ class Problem:
     def has_forbidden_entries(self) -> bool:
         """Whether any node or edge table holds a forbidden entry (computed once)."""
         if self._has_forbidden is None:
-            f = self._forbidden_cost
-            self._has_forbidden = any(bool(np.any((t >= f) & (t < math.inf)))
-                                      for t in self._node_costs + self._edge_costs)
+            flat = np.concatenate([t.ravel() for t in self._node_costs + self._edge_costs])
+            self._has_forbidden = bool(np.any((flat >= self._forbidden_cost)
+                                              & (flat < math.inf)))
         return self._has_forbidden
+
+    def with_costs(self, node_costs: Sequence[np.ndarray], edge_costs: Sequence[np.ndarray],
+                   *, forbidden_cost: float | None = None) -> "Problem":
+        """A copy with other cost tables of the same shapes (and, optionally, another
+        :attr:`forbidden_cost`); everything else is shared. Cheap on large problems: only the
+        shapes are checked, so give tables derived from this problem's own (the values are not
+        validated again).
+
+        Raises
+        ------
+        InvalidProblemError
+            A table of another shape.
+        """
+        import copy
+        if len(node_costs) != self.n_nodes or len(edge_costs) != self.n_edges:
+            raise InvalidProblemError("with_costs needs one table per node and per edge")
+        for new, old in zip(list(node_costs) + list(edge_costs),
+                            self._node_costs + self._edge_costs):
+            if np.shape(new) != old.shape:
+                raise InvalidProblemError(f"with_costs: a table of shape {np.shape(new)} "
+                                          f"replaces one of shape {old.shape}")
+        out = copy.copy(self)
+        out._node_costs = tuple(_readonly(np.asarray(c, dtype=np.float64)) for c in node_costs)
+        out._edge_costs = tuple(_readonly(np.asarray(t, dtype=np.float64)) for t in edge_costs)
+        if forbidden_cost is not None:
+            out._forbidden_cost = float(forbidden_cost)
+        out._has_forbidden = None
+        out._cache = {}
+        return out
 
     @property
     def n_nodes(self) -> int:

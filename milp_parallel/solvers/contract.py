@@ -153,7 +153,7 @@ class Contraction:
                 else:
                     kw = {"memory": cols, "memory_limit": p.memory_limit[rows[:, 0]]}
         return Problem(list(self.node_costs), [tuple(e) for e in self.edges.tolist()],
-                       list(self.edge_costs), **kw)
+                       list(self.edge_costs), forbidden_cost=p.forbidden_cost, **kw)
 
 
 #: Edges handled between two looks at the deadline.

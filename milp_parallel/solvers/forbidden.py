@@ -10,7 +10,7 @@ ever sees one.
 :func:`lexicographic` (the ``apply`` of the reduction) replaces every forbidden entry by a
 marker ``M`` just above every difference two assignments' allowed costs can have::
 
-    M = 2 ** ceil(log2(1 + sum_t (max(max_t, 0) - min(min_t, 0))))
+    M = 2 ** (floor(log2(1 + span)) + 1),  span = sum_t (max(max_t, 0) - min(min_t, 0))
 
 over the node and edge tables ``t``, ``max_t`` / ``min_t`` the largest and least allowed entry
 (neither forbidden nor ``inf``). Then for any two assignments ``a``, ``b`` with ``k_a < k_b``
@@ -59,19 +59,27 @@ class Lexicographic:
     marker: float | None
 
 
-def _allowed_span(tables, forbidden: float) -> float:
-    span = 0.0
-    for t in tables:
-        ok = t[t < forbidden]                 # neither forbidden nor inf
-        if ok.size:
-            span += max(float(ok.max()), 0.0) - min(float(ok.min()), 0.0)
-    return span
+def _flat(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Every node and edge table in one array, and the tables' sizes."""
+    tables = problem.node_costs + problem.edge_costs
+    sizes = np.fromiter((t.size for t in tables), dtype=np.int64, count=len(tables))
+    return np.concatenate([t.ravel() for t in tables]), sizes
+
+
+def _marker(flat: np.ndarray, sizes: np.ndarray, forbidden: float) -> float:
+    starts = np.cumsum(sizes) - sizes
+    allowed = flat < forbidden                # neither forbidden nor inf (nor NaN)
+    hi = np.maximum.reduceat(np.where(allowed, flat, -math.inf), starts)
+    lo = np.minimum.reduceat(np.where(allowed, flat, math.inf), starts)
+    some = hi > -math.inf                     # tables with an allowed entry
+    span = math.fsum((np.maximum(hi[some], 0.0) - np.minimum(lo[some], 0.0)).tolist())
+    return float(2.0 ** (math.floor(math.log2(1.0 + span)) + 1))
 
 
 def marker(problem: Problem) -> float:
     """``M``: a power of two above every difference of two assignments' allowed costs."""
-    span = _allowed_span(problem.node_costs + problem.edge_costs, problem.forbidden_cost)
-    return float(2.0 ** math.ceil(math.log2(1.0 + span)))
+    flat, sizes = _flat(problem)
+    return _marker(flat, sizes, problem.forbidden_cost)
 
 
 def lexicographic(problem: Problem) -> Lexicographic:
@@ -92,27 +100,33 @@ def lexicographic(problem: Problem) -> Lexicographic:
     >>> lex.marker, lex.problem.edge_costs[0].tolist()
     (32.0, [[32.0, 16.0], [32.0, 6.0]])
     """
+    cached = problem._cache.get("lexicographic")    # the tables are immutable: once each
+    if cached is None:
+        cached = problem._cache["lexicographic"] = _lexicographic(problem)
+    return cached
+
+
+def _lexicographic(problem: Problem) -> Lexicographic:
     if not problem.has_forbidden_entries:
         return Lexicographic(problem, problem, None)
-    m = marker(problem)
     f = problem.forbidden_cost
-    tables = problem.node_costs + problem.edge_costs
-    if m == f and all(np.all(t[(t >= f) & (t < math.inf)] == f) for t in tables):
+    flat, sizes = _flat(problem)
+    m = _marker(flat, sizes, f)
+    bad = (flat >= f) & (flat < math.inf)
+    if m == f and np.all(flat[bad] == f):
         return Lexicographic(problem, problem, None)     # already a lexicographic copy
     if m >= FORBIDDEN_COST:
         raise InvalidProblemError(
             f"the allowed costs span {m:.3g}, too close to the forbidden marker "
-            f"{problem.forbidden_cost:.3g} for float64 to keep both apart; rescale the costs "
+            f"{f:.3g} for float64 to keep both apart; rescale the costs "
             "(e.g. to microseconds instead of picoseconds)")
-
-    def swap(t: np.ndarray) -> np.ndarray:
-        return np.where((t >= f) & (t < math.inf), m, t)
-
-    copy = Problem([swap(c) for c in problem.node_costs], problem.edges,
-                   [swap(t) for t in problem.edge_costs], memory=problem.memory,
-                   memory_limit=problem.memory_limit, intervals=problem.intervals,
-                   node_names=problem.node_names, config_labels=problem.config_labels,
-                   forbidden_cost=m)
+    swapped = np.where(bad, m, flat)
+    ends = np.cumsum(sizes).tolist()
+    tables = problem.node_costs + problem.edge_costs
+    pieces = [swapped[b - t.size:b].reshape(t.shape) for b, t in zip(ends, tables)]
+    n = problem.n_nodes
+    copy = problem.with_costs(pieces[:n], pieces[n:], forbidden_cost=m)
+    copy._cache["lexicographic"] = Lexicographic(copy, copy, None)
     return Lexicographic(copy, problem, m)
 
 

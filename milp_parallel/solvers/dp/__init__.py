@@ -252,7 +252,8 @@ class DPSolver(Solver):
                       [t[np.ix_(keep[int(u)], keep[int(w)])]
                        for (u, w), t in zip(problem.edges, problem.edge_costs)],
                       memory=[m[k] for m, k in zip(problem.memory, keep)],
-                      memory_limit=problem.memory_limit)
+                      memory_limit=problem.memory_limit,
+                      forbidden_cost=problem.forbidden_cost)
         inc, inc_f = search.best_a, search.best_f
         warm = None
         if inc is not None and all(np.isin(inc[v], keep[v]) for v in range(problem.n_nodes)):

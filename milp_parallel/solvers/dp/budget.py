@@ -410,7 +410,7 @@ class BudgetSearch:
                       [t[np.ix_(keep[int(u)], keep[int(w)])]
                        for (u, w), t in zip(p.edges, p.edge_costs)],
                       memory=[m[k] for m, k in zip(p.memory, keep)],
-                      memory_limit=p.memory_limit)
+                      memory_limit=p.memory_limit, forbidden_cost=p.forbidden_cost)
         left = self.deadline.left()
         seconds = seconds if left is None else min(seconds, left)
         if seconds <= 0:
