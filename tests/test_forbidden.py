@@ -26,7 +26,8 @@ from checks import check_exact, exact_key, exact_optimum
 from strategies import KINDS, MEMORY_MODELS, problems
 
 B = 1e18
-SOLVERS = [s for s in ("brute", "dp", "highs", "cbc", "cpsat") if s in available_solvers()]
+SOLVERS = [s for s in ("brute", "dp", "highs", "cbc", "cpsat", "auto")
+           if s in available_solvers() or s == "auto"]
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.filter_too_much])
@@ -34,7 +35,7 @@ FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
 
 def _accepts(solver: str, problem: Problem) -> bool:
     from milp_parallel.solvers import get_solver
-    return get_solver(solver).accepts(problem) is None
+    return solver == "auto" or get_solver(solver).accepts(problem) is None
 
 
 # ---------------------------------------------------------------------- the evaluation
