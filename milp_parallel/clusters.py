@@ -195,7 +195,7 @@ def _build(preset: str, device: Device, o: dict, intra: Level, inter: Level) -> 
 
 
 def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+           **options: Any) -> Topology:
     """OptCNN's cluster: nodes of 4 Tesla P100 (16 GB), NVLink inside, 100 Gb/s EDR IB between.
 
     Sources: Jia et al., *Exploring Hidden Dimensions in Parallelizing CNNs*, ICML 2018,
@@ -217,7 +217,7 @@ def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
 
 
 def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+         **options: Any) -> Topology:
     """ABCI as ParaDL models it: 4 x V100-16GB per node, NVLink 50 GB/s, InfiniBand 12.5 GB/s.
 
     Sources: ParaDL (Kahira et al., HPDC 2021) platform file ``ABCI.plat``: 16e9 bytes and
@@ -242,7 +242,7 @@ def abci(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
 
 
 def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+             **options: Any) -> Topology:
     """DGX A100 (80 GB): 8 x A100-SXM4-80GB on NVSwitch, 8 x 200 Gb/s HDR InfiniBand per node.
 
     Sources: NVIDIA A100 data sheet (SXM 80GB): 9.7 / 19.5 TFLOP/s fp64 / fp32, 156 tf32,
@@ -260,7 +260,7 @@ def dgx_a100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None
 
 
 def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+             **options: Any) -> Topology:
     """DGX H100: 8 x H100-SXM5-80GB on NVSwitch, 8 x 400 Gb/s NDR InfiniBand per node.
 
     Sources: NVIDIA H100 data sheet (SXM): 34 / 67 TFLOP/s fp64 / fp32, 494.7 tf32, 989.4
@@ -277,7 +277,7 @@ def dgx_h100(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None
 
 
 def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+             **options: Any) -> Topology:
     """DGX H200: as :func:`dgx_h100` with 141 GB HBM3e per GPU at 4.8 TB/s.
 
     Sources: NVIDIA H200 data sheet (SXM): the H100 SXM's peaks (67 TFLOP/s fp32, 989 bf16
@@ -293,7 +293,7 @@ def dgx_h200(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None
 
 
 def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+             **options: Any) -> Topology:
     """A workstation: A100-40GB PCIe cards talking over PCIe 4.0 x16 (no NVLink).
 
     Sources: NVIDIA A100 PCIe data sheet (40 GB): 19.5 TFLOP/s fp32, 156 tf32, 312 bf16
@@ -311,7 +311,7 @@ def pcie_box(nodes: int = 1, gpus_per_node: int = 4, *, dtype: str | None = None
 
 
 def selene(nodes: int = 1, gpus_per_node: int = 8, *, dtype: str | None = None,
-        **options: Any) -> Topology:
+           **options: Any) -> Topology:
     """NVIDIA's Selene (where Megatron-LM's SC'21 measurements ran): DGX A100 80 GB nodes.
 
     Sources: Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters
