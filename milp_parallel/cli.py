@@ -671,6 +671,12 @@ def _cmd_oracle(args) -> int:
                 _out("\t".join([r["name"], ""] + [_py2(r[k]) for k in (
                     "B", "p", "mem_bytes", "comp_s", "comm_s", "time_s",
                     "cost_node_minutes")]))
+            # stdout stays ParaDL's table, line for line; what Mem counts goes to stderr
+            sys.stderr.write(f"{PROG}: note: Mem (bytes) is ParaDL's count per device, 2 x 4 B "
+                             "x (samples x (|x| + |y|) + weights): activations and their "
+                             "gradients, weights and their gradients, no optimizer state; "
+                             "RELU and BNORM rows in place but for spatial and ds ('oracle "
+                             "MODEL --cluster NAME' counts every row)\n")
         if args.plot:
             from .report import plot_oracle_scaling
             plot_oracle_scaling([{"strategy": r["name"], "devices": int(r["p"]),
