@@ -336,8 +336,8 @@ class Topology:
             match = [k for k, v in table.items()
                      if math.isclose(v, self.device.peak_flops, rel_tol=1e-9)]
             fix = (f"it is the {match[0]} peak: set dtype={match[0]!r}" if match else
-                   "set dtype to the dtype peak_flops is the peak of, or peak_flops to the "
-                   f"{self.dtype} peak")
+                   "set dtype to the dtype peak_flops is the peak of, peak_flops to the "
+                   f"{self.dtype} peak, or peak_flops_by_dtype=() for a measured speed")
             default = " (the default dtype)" if self.dtype == "fp32" else ""
             raise InvalidTopologyError(
                 f"topology {self.name!r}: device {self.device.name!r} has peak_flops "
