@@ -363,3 +363,9 @@ def test_default_mode_prices_one_device_with_the_same_roofline_as_more():
     assert one.compute_s == pytest.approx(2 * two.compute_s, rel=1e-3)
     serial = oracle.project("lenet5", "abci", "serial", devices=[1], batch_per_device=32)
     assert serial.rows[0].compute_s == pytest.approx(one.compute_s)
+
+
+def test_a_preset_grows_only_as_far_as_the_projection_can_walk():
+    from milp_parallel.errors import InvalidOptionError
+    with pytest.raises(InvalidOptionError, match="beyond the 1048576 devices a preset name"):
+        oracle.project(RESNET, "abci", "data", devices=[4, 10**12], batch_per_device=32)

@@ -121,6 +121,10 @@ IMAGENET_SAMPLES = 1_281_167
 
 _TABLE_SUFFIXES = (".net", ".net_sc", ".net_256")
 
+#: The most devices a preset name grows to in :func:`project` (a projection at 2**20 devices
+#: takes about a second; beyond, give a Topology).
+MAX_GROWN_DEVICES = 2**20
+
 
 def _resolve_model(model, cl, dataset_size, seconds_per_sample):
     if isinstance(model, (str, Path)):
@@ -246,7 +250,7 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         For a bad mask or a missing dataset size.
     InvalidOptionError
         For a batch, dataset size, device count or micro-batch count that is not a positive
-        finite number.
+        finite number, or a preset name asked to grow beyond :data:`MAX_GROWN_DEVICES`.
     """
     strategy = _canon(strategy)
     batch_per_device = _positive(batch_per_device, "batch_per_device")
@@ -261,6 +265,10 @@ def project(model: Any, cluster: Any, strategy: str, *, devices: Sequence[int],
         raise UnknownNameError(f"unknown mode {mode!r}; use 'default' or 'paradl'")
     if scaling not in ("weak", "strong"):
         raise UnknownNameError(f"unknown scaling {scaling!r}; use 'weak' or 'strong'")
+    if isinstance(cluster, str) and max(devices) > MAX_GROWN_DEVICES:
+        raise InvalidOptionError(
+            f"devices: {max(devices)} is beyond the {MAX_GROWN_DEVICES} devices a preset name "
+            "grows to (the projection walks every device); give fewer devices or a Topology")
     cl = _cluster(cluster, mode, plx_cable_latency_s, devices=max(devices))
     net = _resolve_model(model, cl, dataset_size, seconds_per_sample)
     mask = _resolve_mask(net, strategy, layer_mask)
