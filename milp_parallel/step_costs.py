@@ -53,6 +53,19 @@ _GEMM_OPS = frozenset({"linear", "matmul", "conv", "attention"})
 OPTIMIZER_BYTES_PER_PARAM = 28.0
 
 
+def _gemm_dtype(topology: Topology, dtype: str) -> str:
+    """``dtype``, or fp16 for bf16 on a device without bf16 (see :class:`StepPricer`)."""
+    stated = dict(topology.device.peak_flops_by_dtype)
+    if dtype == topology.dtype or dtype in stated:
+        return dtype
+    if dtype == "bf16" and "fp16" in stated:
+        return "fp16"
+    raise InvalidTopologyError(
+        f"StepPricer: device {topology.device.name!r} states no {dtype} peak (it states "
+        f"{', '.join(stated) or 'none'}; the topology's peak_flops is {topology.dtype}); pass "
+        f"dtype= one of those")
+
+
 class StepPricer:
     """Seconds of step pieces on one topology (see the module docstring: a placeholder).
 
@@ -66,17 +79,24 @@ class StepPricer:
     hbm_bytes_per_s : float, optional
         Default: the device's ``memory_bandwidth_bytes_per_s`` (the presets state it), else
         :data:`HBM_BYTES_PER_S` by the device's name.
+    dtype : str
+        The dtype of the step's GEMMs (default ``"bf16"``: the transformer step is mixed
+        precision, as Megatron-LM trains). Its peak is the device's stated peak for that
+        dtype, whatever dtype the topology's ``peak_flops`` refers to (presets default to
+        fp32); a device that states no bf16 peak (V100, P100) runs ``"fp16"`` instead; the
+        topology's own ``peak_flops`` is used when ``dtype`` is the topology's dtype.
 
     Raises
     ------
     InvalidTopologyError
-        An unknown device without ``hbm_bytes_per_s``, or efficiencies outside ``(0, 1]``.
+        An unknown device without ``hbm_bytes_per_s``, efficiencies outside ``(0, 1]``, or
+        a device that states no peak for ``dtype``.
     """
 
     def __init__(self, topology: Topology, *, gemm_efficiency: float = 0.75,
                  memory_efficiency: float = RooflineParams().memory_efficiency,
                  kernel_seconds: float | None = None,
-                 hbm_bytes_per_s: float | None = None) -> None:
+                 hbm_bytes_per_s: float | None = None, dtype: str = "bf16") -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"StepPricer needs a Topology, got {topology!r}")
         for what, v in (("gemm_efficiency", gemm_efficiency),
@@ -97,7 +117,10 @@ class StepPricer:
                     "hbm_bytes_per_s=")
             hbm_bytes_per_s = hit[0]
         self.topology = topology
-        self.flops_per_s = float(topology.device.peak_flops) * gemm_efficiency
+        self.dtype = _gemm_dtype(topology, dtype)
+        peak = (dev.peak_flops if self.dtype == topology.dtype
+                else dev.peak_flops_for(self.dtype))
+        self.flops_per_s = float(peak) * gemm_efficiency
         self.bytes_per_s = float(hbm_bytes_per_s) * memory_efficiency
         self._cache: dict = {}
         self.kernel_seconds = float(kernel_seconds)

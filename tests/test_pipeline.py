@@ -346,3 +346,15 @@ def test_plan_states_its_untied_bound(small_plan):
     meg = evaluate_configuration(g, "selene", global_batch=16, devices=8, tensor=2,
                                  pipeline=2, micro_batch_size=1)
     assert meg.untied_lower_bound_seconds is None
+
+
+def test_the_step_prices_gemms_at_bf16_whatever_dtype_the_preset_defaults_to():
+    # presets default to fp32 peaks; the transformer step is mixed precision (bf16, or fp16
+    # where the device states no bf16 peak), so the name alone must not price it at fp32
+    from milp_parallel import clusters
+    from milp_parallel.step_costs import StepPricer
+    fp32 = StepPricer(clusters.get("selene"))
+    bf16 = StepPricer(clusters.get("selene", dtype="bf16"))
+    assert fp32.dtype == bf16.dtype == "bf16" and fp32.flops_per_s == bf16.flops_per_s
+    assert StepPricer(clusters.get("abci")).dtype == "fp16"         # V100: no bf16
+    assert StepPricer(clusters.get("selene"), dtype="fp32").flops_per_s < fp32.flops_per_s / 10
