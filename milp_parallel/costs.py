@@ -154,7 +154,8 @@ class CostModel:
     topology : Topology
     bytes_per_element : int, optional
         4 for fp32, 2 for bf16 / fp16 (activations, weights and gradients alike). Default:
-        that of ``dtype``, or 4.
+        the size of ``dtype``, else of the topology's dtype (what its ``peak_flops`` is the
+        peak of: fp32, 4 bytes, for every preset by default).
     optimizer_state_factor : float, default 2.0
         Optimizer state per weight, in weights (Adam: 2, SGD with momentum: 1, plain SGD: 0).
     backward_factor : float, default 2.0
@@ -241,8 +242,8 @@ class CostModel:
                 bytes_per_element = DTYPE_BYTES[dtype]
         else:
             self.peak_flops = float(topology.device.peak_flops)
-        if bytes_per_element is None:
-            bytes_per_element = 4
+        if bytes_per_element is None:        # the size of the dtype the peak is of
+            bytes_per_element = DTYPE_BYTES.get(getattr(topology, "dtype", "fp32"), 4)
         for what, v in (("bytes_per_element", bytes_per_element),
                         ("optimizer_state_factor", optimizer_state_factor),
                         ("backward_factor", backward_factor),

@@ -470,3 +470,12 @@ def test_transfer_table_is_the_cached_table_and_entries_do_not_depend_on_the_bat
     for a in range(0, len(cu), 3):
         for b in range(0, len(cv), 4):
             assert fresh.transfer_seconds(x, c, 0, cu[a:a + 1], cv[b:b + 1])[0, 0] == table[a, b]
+
+
+def test_bytes_per_element_follow_the_dtype_of_the_topologys_peak():
+    # a bf16 cluster is priced with bf16 tensors (2 bytes), an fp32 one with 4, unless told
+    from milp_parallel import clusters
+    assert CostModel(clusters.get("selene")).bytes_per_element == 4
+    assert CostModel(clusters.get("selene", dtype="bf16")).bytes_per_element == 2
+    assert CostModel(clusters.get("selene", dtype="bf16"), bytes_per_element=4
+                     ).bytes_per_element == 4
