@@ -80,9 +80,11 @@ class SolveResult:
         return self.status == OPTIMAL
 
     def __repr__(self) -> str:
+        forbidden = (f"forbidden_entries={self.forbidden_entries}, allowed_cost="
+                     f"{self.allowed_cost:.6g}, " if self.forbidden_entries else "")
         return (f"SolveResult(solver={self.solver!r}, status={self.status!r}, "
-                f"objective={self.objective:.6g}, bound={self.bound:.6g}, gap={self.gap:.3g}, "
-                f"seconds={self.seconds:.3f})")
+                f"objective={self.objective:.6g}, {forbidden}bound={self.bound:.6g}, "
+                f"gap={self.gap:.3g}, seconds={self.seconds:.3f})")
 
 
 def relative_gap(objective: float, bound: float) -> float:
