@@ -41,7 +41,7 @@ import numpy as np
 from ...errors import SolverError
 from ...problem import Problem
 from ..base import Option, Solver, check_choice, check_number
-from ..heuristics import SENTINEL, incumbent
+from ..heuristics import incumbent
 from ..memory import interval_cliques, least_memory
 from ..options import Deadline
 from ..result import (
@@ -399,8 +399,8 @@ def finish_result(problem: Problem, model: MilpModel, solver: str, native: Nativ
             best, best_cost, bad_best = warm, warm_cost, bad_warm
     stats["sentinel_entries"] = bad_best
     if bad_best:
-        logger.warning("%s: the answer uses %d sentinel (>= %.0e) entries: no assignment "
-                       "without them was found in time", solver, bad_best, SENTINEL)
+        logger.info("%s: the answer uses %d forbidden entries (it is optimal only if no "
+                    "assignment uses fewer: see its status)", solver, bad_best)
     bound = native.bound + model.offset if np.isfinite(native.bound) else native.bound
     if (np.isfinite(bound) and float(model.offset).is_integer()
             and np.all(model.col_cost == np.round(model.col_cost))):
