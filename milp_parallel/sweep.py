@@ -28,8 +28,16 @@ Sweep file (TOML)
     # memory_limits: the file's own budget by default, "none" drops it, a size replaces it
 
 Every plural key also accepts its singular form with one value (``model = "alexnet"``).
-Every value is checked when the file is loaded (:func:`load_sweep`): a ``time_limit`` of 0,
-a size that does not parse or an unknown solver stops the sweep before anything runs.
+A file whose name ends in ``.json`` holds the same keys as a JSON object (``"grid"``: a list
+of objects). Models and clusters are zoo / preset names or JSON files; relative file paths
+(problems, models, clusters) resolve against the sweep file's folder.
+
+Everything is checked when the file is loaded (:func:`load_sweep`), before anything runs:
+an unknown key (refused naming the nearest known one), a ``time_limit`` of 0, a size that
+does not parse, an unknown solver, model or cluster, a device count the cluster cannot
+take, a problem or graph file that is missing or unreadable. One error lists every bad
+grid and value with the items it spoils. An item that fails when it runs is recorded
+``failed`` and the sweep goes on.
 ``memory_limit`` is read by :func:`milp_parallel.units.parse_memory_limit`, as on the command
 line and in :func:`milp_parallel.solve`.
 
@@ -75,18 +83,21 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import (
+    FileWriteError,
     FormatError,
     InfeasibleError,
     InvalidOptionError,
     MilpParallelError,
     UnknownNameError,
 )
+from .io import suggest
 from .isolation import FAILED, TIMEOUT, function_ref, run_isolated
 from .solvers.result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN
 from .units import DEVICE_MEMORY, NO_LIMIT, parse_int_range, parse_memory_limit, parse_seconds
 
 __all__ = ["SweepItem", "Sweep", "SweepSummary", "ItemKind", "load_sweep", "expand_grid",
-           "run_sweep", "run_item", "run_item_isolated", "read_results", "register_item_kind",
+           "check_items", "run_sweep", "run_item", "run_item_isolated", "read_results",
+           "result_lines", "register_item_kind",
            "item_kinds", "load_problem_file", "plan_summary",
            "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "FAILED", "TIMEOUT",
            "ITEM_STATUSES", "FAILED_STATUSES", "OK_STATUSES", "ITEM_KINDS"]
@@ -289,11 +300,12 @@ class SweepSummary:
 
 # ---------------------------------------------------------------------- parsing
 def _as_list(value: Any, where: str, key: str) -> list:
+    from .io import describe_type
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     for v in values:
-        if isinstance(v, (dict, list, tuple)) or v is None:
+        if not isinstance(v, (str, int, float)):  # bool is an int
             raise FormatError(f"{where}: {key!r} must be a value or a list of values (strings, "
-                              f"numbers, booleans), got {v!r:.60}")
+                              f"numbers, booleans), got {describe_type(v)}")
     if not values:
         raise FormatError(f"{where}: {key!r} is an empty list; give at least one value")
     return values
@@ -382,7 +394,8 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
     for key, value in grid.items():
         plural = key if key in known else singular.get(key)
         if plural is None:
-            raise FormatError(f"{where}: unknown key {key!r}; known keys: "
+            raise FormatError(f"{where}: unknown key {key!r}"
+                              f"{suggest(key, [*known, *singular]) or ';'} known keys: "
                               f"{', '.join(sorted(known))} (or their singular forms)")
         if plural in norm:
             raise FormatError(f"{where}: {key!r} is given twice (plural and singular)")
@@ -407,7 +420,8 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
     if builtin:
         for s in solvers:
             if s not in solver_names():
-                raise UnknownNameError(f"{where}: unknown solver {s!r}; known solvers: "
+                raise UnknownNameError(f"{where}: unknown solver {s!r}"
+                                       f"{suggest(s, solver_names()) or ';'} known solvers: "
                                        f"{', '.join(solver_names())}")
     memory = [_memory_param(m, kind.name, where) for m in norm.get("memory_limits", [None])]
     tlimits = [_time_param(t, where) for t in norm.get("time_limits", [None])]
@@ -420,6 +434,9 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
     if kind.name == "model":
         devices: list[int] = []
         for d in norm["devices"]:
+            if isinstance(d, (bool, float)):
+                raise FormatError(f"{where}: 'devices' must be whole numbers or a range "
+                                  f"string such as \"1..16\", got {d!r}")
             try:
                 devices.extend(parse_int_range(d))
             except FormatError as exc:
@@ -461,20 +478,26 @@ def expand_grid(grid: Mapping[str, Any], *, base_dir: str | Path = "",
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read a TOML sweep file and expand it into items.
+    """Read a sweep file and expand it into items, checking every item before any runs.
 
-    Keys at the top level (other than ``name``, ``description``, ``kill_after``) are
-    defaults for every ``[[grid]]``; without any ``[[grid]]`` the top level is the one grid.
-    Duplicate items (same id) are kept once. Every value is checked here, before anything
-    runs (a ``time_limit`` of 0 is refused when the file is loaded, not item by item).
+    The file is TOML, or JSON when its name ends in ``.json`` (or ``.json.gz``): the same
+    keys either way. Keys at the top level (other than ``name``, ``description``,
+    ``kill_after``) are defaults for every ``[[grid]]``; without any ``[[grid]]`` the top
+    level is the one grid. Duplicate items (same id) are kept once.
+
+    Everything is checked here, before anything runs: every key and value (a typo'd key is
+    refused naming the nearest known one, a ``time_limit`` of 0 is refused when the file is
+    loaded, not item by item), and every item's names and files (:func:`check_items`: the
+    model, the cluster, the device count, the problem file). All that is wrong is reported
+    at once, in one error that lists each bad grid or value with the items it spoils.
 
     Raises
     ------
     FormatError
-        If the file is missing, unreadable, not TOML, or a grid is malformed (names the file,
-        the grid and the key).
+        If the file is missing, unreadable, not TOML (JSON), or anything in it is wrong;
+        the message names the file, the grid, the key or value, and the items.
     UnknownNameError
-        For an unknown solver name.
+        When all that is wrong is unknown names (solver, model, cluster).
 
     Examples
     --------
@@ -482,13 +505,18 @@ def load_sweep(path: str | Path) -> Sweep:
     >>> len(sweep.items)  # doctest: +SKIP
     24
     """
-    from .io import read_text
     path = Path(path)
-    text = read_text(path, what="sweep file (TOML)")
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise FormatError(f"{path}: not valid TOML ({exc})") from None
+    doc = _read_sweep_document(path)
+    grid_keys = set(_COMMON_KEYS) | set(_COMMON_KEYS.values())
+    for kind in _KINDS.values():
+        grid_keys |= set(kind.keys) | set(kind.keys.values())
+    for key in doc:
+        if key not in _TOP_KEYS and key not in grid_keys:
+            raise FormatError(f"{path}: unknown top-level key {key!r}"
+                              f"{suggest(key, _TOP_KEYS | grid_keys) or ';'} known: "
+                              f"{', '.join(sorted(_TOP_KEYS))} and the grid keys "
+                              f"{', '.join(sorted(k for k in grid_keys if k.endswith('s')))}"
+                              " (or their singular forms)")
     defaults = {k: v for k, v in doc.items() if k not in _TOP_KEYS}
     grids = doc.get("grid", [defaults])
     if not isinstance(grids, list) or not grids:
@@ -505,15 +533,188 @@ def load_sweep(path: str | Path) -> Sweep:
         if key in doc and not isinstance(doc[key], str):
             raise FormatError(f"{path}: {key!r} must be a string, got {doc[key]!r:.40}")
     items: dict[str, SweepItem] = {}
+    problems: list[MilpParallelError] = []
     for i, g in enumerate(grids):
-        if not isinstance(g, dict):
-            raise FormatError(f"{path}: grid {i + 1} is not a table")
-        merged = {**defaults, **g} if "grid" in doc else dict(g)
-        for it in expand_grid(merged, base_dir=path.parent.resolve(), kill_after=kill,
-                              where=f"{path}: grid {i + 1}"):
+        where = f"{path}: grid {i + 1}"
+        try:
+            if not isinstance(g, dict):
+                raise FormatError(f"{where} is not a table of keys")
+            merged = {**defaults, **g} if "grid" in doc else dict(g)
+            expanded = expand_grid(merged, base_dir=path.parent.resolve(), kill_after=kill,
+                                   where=where)
+        except (FormatError, UnknownNameError) as exc:
+            problems.append(exc)
+            continue
+        problems += _item_problems(expanded, where)
+        for it in expanded:
             items.setdefault(it.id, it)
+    if problems:
+        raise _one_error(problems, f"{path}: ")
     return Sweep(name=str(doc.get("name", path.stem)), items=tuple(items.values()),
                  path=str(path), description=str(doc.get("description", "")))
+
+
+def _read_sweep_document(path: Path) -> dict:
+    """The parsed sweep file: JSON by its name (``.json``, ``.json.gz``), else TOML."""
+    from .io import describe_type, read_json, read_text
+    if path.name.endswith((".json", ".json.gz")):
+        doc = read_json(path, what="sweep file (JSON)")
+        if not isinstance(doc, dict):
+            raise FormatError(f"{path}: a sweep file must be a JSON object of keys (name, "
+                              f"grid, ...), got {describe_type(doc)}")
+        return doc
+    text = read_text(path, what="sweep file (TOML)")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"{path}: not valid TOML ({exc})") from None
+
+
+def check_items(items: Sequence[SweepItem], where: str = "sweep") -> None:
+    """Check that every item can start: its names are known and its files can be read.
+
+    Model items: the model is a zoo name or a readable graph file, the cluster a preset or a
+    readable cluster file, and the device count one the cluster and the default
+    configuration space can use. Problem items: the problem file exists, can be read and
+    holds a JSON object. Relative paths resolve against each item's ``base_dir`` (the sweep
+    file's folder), as when the item runs. Items of other kinds are not checked.
+
+    Parameters
+    ----------
+    items : sequence of SweepItem
+    where : str
+        Names the items in the message (e.g. the sweep file and grid).
+
+    Raises
+    ------
+    FormatError
+        One error naming every bad value and the items it spoils (a missing or malformed
+        file, a device count the cluster cannot take, ...).
+    UnknownNameError
+        When every bad value is an unknown model or cluster name.
+    """
+    problems = _item_problems(items, where)
+    if problems:
+        raise _one_error(problems)
+
+
+def _item_problems(items: Sequence[SweepItem], where: str) -> list[MilpParallelError]:
+    """One error per bad value among ``items`` (each checked once), naming its items."""
+    seen: dict[tuple, MilpParallelError | None] = {}
+    spoiled: dict[str, tuple[MilpParallelError, list[str]]] = {}
+    for it in items:
+        p = dict(it.params)
+        if it.kind == "model":
+            checks = [("model", p.get("model"), it.base_dir, None),
+                      ("cluster", p.get("cluster"), it.base_dir, p.get("devices"))]
+        elif it.kind == "problem":
+            checks = [("problem", p.get("problem"), it.base_dir, None)]
+        else:
+            continue
+        for check in checks:
+            if check not in seen:
+                seen[check] = _check_value(*check)
+            exc = seen[check]
+            if exc is not None:
+                spoiled.setdefault(str(exc), (exc, []))[1].append(it.label())
+    out = []
+    for message, (exc, labels) in spoiled.items():
+        shown = ", ".join(labels[:3]) + (f", +{len(labels) - 3} more" if len(labels) > 3
+                                         else "")
+        n = len(labels)
+        out.append(type(exc)(f"{where}: {message} ({n} item{'s' if n > 1 else ''}: {shown})"))
+    return out
+
+
+def _item_path(value: str, base_dir: str) -> Path:
+    """A file named by an item: relative paths resolve against the sweep file's folder."""
+    path = Path(value)
+    return path if path.is_absolute() else Path(base_dir or ".") / path
+
+
+def _check_value(what: str, value: Any, base_dir: str, devices: Any
+                 ) -> MilpParallelError | None:
+    """The error that the item's ``what`` (model, cluster, problem) would stop it with."""
+    from .plan import _is_path
+    if not isinstance(value, str):
+        return FormatError(f"{what} {value!r:.40} must be a name or a file path")
+    try:
+        if what == "problem":
+            _sniff_problem_file(_item_path(value, base_dir))
+        elif what == "model":
+            if _is_path(value):
+                from .graph import LayerGraph
+                LayerGraph.load(_item_path(value, base_dir))
+            else:
+                from . import models
+                if value not in models.names():
+                    return UnknownNameError(
+                        f"unknown model {value!r}{suggest(value, models.names()) or ';'} "
+                        f"known models: {', '.join(models.names())} (or a graph JSON file)")
+        elif _is_path(value):
+            from .configs import check_device_count
+            from .topology import Topology
+            topo = Topology.load(_item_path(value, base_dir))
+            if devices is not None and devices > topo.n_devices:
+                return FormatError(f"cluster file {value!r} has {topo.n_devices} devices, "
+                                   f"not {devices}; give at most {topo.n_devices} devices or "
+                                   "a larger cluster (a cluster file does not grow)")
+            if devices is not None:
+                check_device_count(devices, where=f"cluster {value!r}")
+        else:
+            from . import clusters
+            from .configs import check_device_count
+            if value not in clusters.names():
+                return UnknownNameError(
+                    f"unknown cluster {value!r}{suggest(value, clusters.names()) or ';'} "
+                    f"known clusters: {', '.join(clusters.names())} (or a cluster JSON file)")
+            if devices is not None:
+                check_device_count(devices, where=f"cluster {value!r}")
+    except MilpParallelError as exc:
+        return exc
+    return None
+
+
+def _sniff_problem_file(path: Path) -> None:
+    """Refuse a problem file that cannot be opened or does not start as a JSON object.
+
+    Only the first bytes are read (a problem file may be hundreds of megabytes); the item's
+    own process reads it in full.
+    """
+    import gzip
+    import zlib
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as f:
+                head = f.read(4096)
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such problem file") from None
+    except IsADirectoryError:
+        raise FormatError(f"{path}: is a directory, not a problem file") from None
+    except PermissionError:
+        raise FormatError(f"{path}: permission denied (cannot read this problem file)"
+                          ) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise FormatError(f"{path}: cannot read this problem file ({exc})") from None
+    if not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        raise FormatError(f"{path}: not a problem file (ours or IOPDDL's, a JSON object "
+                          "starting with '{')")
+
+
+def _one_error(problems: Sequence[MilpParallelError], prefix: str = "") -> MilpParallelError:
+    """One error for several: each message once (the common ``prefix`` dropped), joined.
+
+    An :class:`UnknownNameError` when every problem is one, else a :class:`FormatError`.
+    """
+    if len(problems) == 1:
+        return problems[0]
+    parts = [str(p).removeprefix(prefix) for p in problems]
+    cls = UnknownNameError if all(isinstance(p, UnknownNameError) for p in problems) \
+        else FormatError
+    return cls(f"{prefix}{len(problems)} problems, nothing was run: {'; '.join(parts)}; fix "
+               "them and load the sweep again")
 
 
 # ---------------------------------------------------------------------- one item
@@ -585,10 +786,7 @@ def _run_problem_item(item: SweepItem) -> dict:
     """Runner of ``problem`` items: :func:`~milp_parallel.solvers.solve_problem` on a file."""
     from .solvers import solve_problem
     p = dict(item.params)
-    path = Path(p["problem"])
-    if not path.is_absolute():
-        path = Path(item.base_dir or ".") / path
-    problem = load_problem_file(path)
+    problem = load_problem_file(_item_path(p["problem"], item.base_dir))
     limit = p.get("memory_limit")
     if limit is not None:
         problem = problem.with_memory_limit(None if limit == NO_LIMIT else limit)
@@ -602,18 +800,20 @@ def _run_problem_item(item: SweepItem) -> dict:
 
 def _run_model_item(item: SweepItem) -> dict:
     """Runner of ``model`` items: :func:`~milp_parallel.plan.solve` a model on a cluster."""
-    from .plan import make_problem, solve
+    from .plan import _is_path, make_problem, solve
     p = dict(item.params)
+    model, cluster = (str(_item_path(x, item.base_dir)) if _is_path(x) else x
+                      for x in (p["model"], p["cluster"]))
     kw = dict(devices=p["devices"], batch_size=p.get("batch_size"),
               memory_limit=p.get("memory_limit"))
-    plan = solve(p["model"], p["cluster"], solver=p["solver"], time_limit=p.get("time_limit"),
+    plan = solve(model, cluster, solver=p["solver"], time_limit=p.get("time_limit"),
                  cross_check=p.get("cross_check", True), **kw)
     rec = {"status": plan.status, "objective": _finite(plan.objective),
            "bound": _finite(plan.bound), "gap": _finite(plan.gap),
            "solve_seconds": _finite(plan.solve_seconds), "solver_used": plan.solver,
            "plan": plan_summary(plan)}
     try:  # the size of the problem solved (built again, outside the timings)
-        rec["problem"] = _problem_size(make_problem(p["model"], p["cluster"], **kw))
+        rec["problem"] = _problem_size(make_problem(model, cluster, **kw))
     except MilpParallelError:  # the size is a nicety; the result stands
         rec["problem"] = {"n_nodes": len(plan.assignment) or len(plan.layers)}
     return rec
@@ -717,24 +917,54 @@ def read_results(path: str | Path) -> dict[str, dict]:
         If the path exists but cannot be read as text (a directory, a binary file), or no
         line of a non-empty file is a result record.
     """
-    from .io import read_jsonl
+    return {key: rec for key, (_, rec) in result_lines(path).items()}
+
+
+def result_lines(path: str | Path) -> dict[str, tuple[int, dict]]:
+    """As :func:`read_results`, with the line number of each record: ``{id: (line, rec)}``.
+
+    For readers whose messages name the line of a bad field (:mod:`milp_parallel.report`).
+    """
+    from .io import loads, read_text
     path = Path(path)
-    out: dict[str, dict] = {}
+    out: dict[str, tuple[int, dict]] = {}
     if not path.exists():
         return out
+    what = "results file (JSON lines)"
     bad: list[str] = []
-    for rec in read_jsonl(path, what="results file (JSON lines)",
-                          on_bad_line=lambda lineno, why: bad.append(why)):
+    for lineno, line in enumerate(read_text(path, what=what).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = loads(line, source=f"{path}, line {lineno}", what=what)
+        except FormatError as exc:
+            bad.append(str(exc))
+            continue
         if isinstance(rec, dict) and isinstance(rec.get("id"), str):
-            out[rec["id"]] = rec
+            out[rec["id"]] = (lineno, rec)
         else:
-            bad.append(f"{path}: a line is not a result record (an object with an 'id')")
+            bad.append(f"{path}, line {lineno}: not a result record (an object with an 'id')")
     if bad and not out:
         raise FormatError(f"{path}: not a results file: no line is a result record ({bad[0]}); "
                           "give another file")
     if bad:
         logger.warning("%s: skipped %d unreadable line(s)", path, len(bad))
     return out
+
+
+def _make_folder(folder: Path, what: str) -> None:
+    """``mkdir -p folder``, or a :class:`FileWriteError` naming the folder and why not."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):  # the folder or one above it is a file
+        file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()),
+                    folder)
+        why = f"{file} is a file, not a folder"
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    raise FileWriteError(f"{folder}: cannot create the folder for {what} ({why}); give "
+                         "another path") from None
 
 
 class _Appender:
@@ -744,16 +974,24 @@ class _Appender:
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent, "the results file")
         # A killed writer may have left a torn last line: start ours on a fresh line.
         if path.exists() and path.stat().st_size:
             with open(path, "rb") as f:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":
                     self._write(b"\n")
+        else:
+            self._write(b"")  # the results file can be written: found before any item runs
 
     def _write(self, data: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            why = "permission denied" if isinstance(exc, PermissionError) else \
+                exc.strerror or str(exc)
+            raise FileWriteError(f"{self.path}: cannot write the results file ({why}); give "
+                                 "another --out path") from None
         try:
             try:
                 import fcntl
@@ -875,7 +1113,12 @@ def run_sweep(items: Sweep | Sequence[SweepItem], out: str | Path, *, jobs: int 
         if isinstance(scheduler, Client):
             client = scheduler
         else:
-            client = Client(scheduler)
+            try:
+                client = Client(scheduler)
+            except (ValueError, TypeError, OSError) as exc:  # a bad address, no scheduler
+                raise InvalidOptionError(
+                    f"scheduler {scheduler!r:.80}: cannot connect ({exc}); give the address "
+                    "of a running Dask scheduler, e.g. tcp://HOST:8786") from None
             own_client = True
         executor: cf.Executor = client.get_executor(pure=False)
         logger.info("running %d items on the Dask cluster at %s", len(todo),

@@ -197,12 +197,22 @@ def test_sweep_then_report(tmp_path):
 
 
 def test_sweep_with_a_failing_item_exits_1(tmp_path):
+    # a file that looks like a problem file at load but is not one: it fails when it runs
+    (tmp_path / "broken.json").write_text('{"hello": 1}')
     sweep = tmp_path / "s.toml"
-    sweep.write_text('[[grid]]\nproblems = ["missing.json"]\nsolvers = ["dp"]\n')
+    sweep.write_text('[[grid]]\nproblems = ["broken.json"]\nsolvers = ["dp"]\n')
     proc = run("sweep", sweep, "--out", tmp_path / "r.jsonl", "--no-progress")
     assert proc.returncode == 1 and "1 of 1 items failed" in proc.stderr
     (rec,) = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
-    assert rec["status"] == "failed" and "missing.json: no such file" in rec["error"]
+    assert rec["status"] == "failed" and "broken.json" in rec["error"]
+
+
+def test_sweep_with_a_missing_problem_file_stops_at_load(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[[grid]]\nproblems = ["missing.json"]\nsolvers = ["dp"]\n')
+    proc = run("sweep", sweep, "--out", tmp_path / "r.jsonl", "--no-progress")
+    assert_usage_error(proc, "missing.json: no such problem file")
+    assert not (tmp_path / "r.jsonl").exists()
 
 
 def test_report_of_a_saved_plan(tmp_path):

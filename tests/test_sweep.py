@@ -57,6 +57,8 @@ def test_grid_is_the_cross_product_with_stable_distinct_ids(tmp_path):
         problem = "x.json"
         solvers = ["dp"]
     """)
+    for folder in (tmp_path, tmp_path / ".."):  # problem files are checked at load
+        (folder / "x.json").write_text("{}")
     s = load_sweep(p)
     assert s.name == "g"
     model_items = [i for i in s.items if i.kind == "model"]
