@@ -750,36 +750,6 @@ class _State:
             out.append(m)
         return out
 
-    # -- steps that use the exact search (presolve="dp" only) ---------------------------
-    def dp_marginal(self) -> bool:
-        """Remove configs whose exact min-marginal (memory ignored) exceeds ``U``.
-
-        Runs on the untouched problem (original indices), before any other step.
-        """
-        from ..dp.engine import Engine, OutOfTime
-        try:
-            res = Engine(self.p, deadline=self.deadline).min_marginals(
-                self.p.node_costs, deadline=self.deadline)
-        except OutOfTime:
-            return False
-        except Exception as exc:  # noqa: BLE001 - an optimisation only (tables too large)
-            logger.info("dp_marginal step skipped: %s", exc)
-            return False
-        if res is None:
-            return False
-        value, _, mm = res
-        margin = 1e-9 * max(abs(self.U), abs(value) if math.isfinite(value) else 0.0) + 1e-12
-        changed = False
-        self.stats.setdefault("dp_marginal_configs", 0)
-        for v in range(self.p.n_nodes):
-            if not self.free(v):
-                continue
-            ok = np.asarray(mm[v])[self.conf[v]] <= self.U + margin
-            changed |= self.keep(v, ok, "dp_marginal_configs")
-            if self.infeasible:
-                return True
-        return changed
-
 
 def _bfs_order(n: int, edges: np.ndarray) -> np.ndarray:
     """Nodes in breadth-first order from the highest-degree node of each component."""
@@ -867,20 +837,12 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
             st.U = problem.evaluate(a).cost
     arc = "forbidden" in steps
     st.stats["used_exact_search"] = bool(steps & set(DP_REDUCTIONS))
-    if "dp_incumbent" in steps and not st.late():
-        from ..dp.engine import OutOfTime, solve_unconstrained
-        try:
-            a, _ = solve_unconstrained(problem, deadline=st.deadline)
-            ev = problem.evaluate(a)
-            if ev.feasible and ev.cost < st.U:
-                st.warm, st.U = a.copy(), ev.cost
-                st.stats["warm_start_source"] = "dp"
-        except OutOfTime:
-            pass
-        except Exception as exc:  # noqa: BLE001 - an optimisation only
-            logger.info("dp_incumbent skipped: %s", exc)
-    if "dp_marginal" in steps and math.isfinite(st.U) and not st.late():
-        st.dp_marginal()
+    if st.stats["used_exact_search"]:          # only when asked: see presolve_dp.py
+        from .presolve_dp import dp_incumbent, dp_marginal
+        if "dp_incumbent" in steps and not st.late():
+            dp_incumbent(st)
+        if "dp_marginal" in steps and math.isfinite(st.U) and not st.late():
+            dp_marginal(st)
     dual_done = False
     for rnd in range(max_rounds):
         changed = st.forbidden(arc and (rnd == 0 or not st.late()))
