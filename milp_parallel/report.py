@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ._optional import require
-from .errors import FormatError
+from .errors import FileWriteError, FormatError
 from .sweep import FAILED_STATUSES, INFEASIBLE, OK_STATUSES
 
 __all__ = ["plot_plan", "plot_sweep", "plot_oracle_scaling", "summary_table", "write_report",
-           "load_records"]
+           "load_records", "check_record"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +61,23 @@ def _save(fig, path: str | Path, fmt: str | None) -> Path:
         raise FormatError(f"{path}: unsupported image format {fmt!r}; use png, svg or pdf")
     if path.suffix.lstrip(".").lower() != fmt:
         path = path.with_suffix("." + fmt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt
-    plt.close(fig)
+    try:
+        from .sweep import _make_folder
+        _make_folder(path.parent, f"the plot {path}")
+        if path.is_dir():
+            raise FileWriteError(f"{path}: is a directory; give a file name for the plot "
+                                 f"(e.g. {path / ('plot.' + fmt)})")
+        fig.savefig(path, format=fmt, dpi=120, bbox_inches="tight")
+    except FileWriteError:
+        raise
+    except OSError as exc:
+        why = "permission denied" if isinstance(exc, PermissionError) else \
+            exc.strerror or str(exc)
+        raise FileWriteError(f"{path}: cannot write the plot ({why}); give another path"
+                             ) from None
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -76,6 +89,19 @@ def _num(x: Any) -> float:
         return float(x)
     except (TypeError, ValueError, OverflowError):
         return math.nan
+
+
+def _measurement(x: Any) -> float | None:
+    """A measurement of a record as a float: a JSON number or ``"inf"`` / ``"-inf"`` /
+    ``"nan"`` (how :mod:`milp_parallel.io` writes them); None for anything else."""
+    if isinstance(x, str) and x.strip().lower() in ("inf", "+inf", "-inf", "nan"):
+        return float(x)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        return float(x)
+    except OverflowError:  # an integer beyond float's range
+        return None
 
 
 # ---------------------------------------------------------------------- one plan
@@ -166,18 +192,149 @@ def plot_plan(plan, path: str | Path, *, fmt: str | None = None) -> Path:
 
 # ---------------------------------------------------------------------- sweeps
 def load_records(path: str | Path) -> list[dict]:
-    """The last record per item id of a sweep results file, in file order.
+    """The last record per item id of a sweep results file, in file order, checked.
+
+    Each record is checked as :func:`check_record` does, naming the file and the line.
 
     Raises
     ------
     FormatError
-        If the file does not exist.
+        If the file does not exist, is not a results file, or a record has a field of the
+        wrong shape (the message names the file, the line and the field).
     """
-    from .sweep import read_results
+    from .sweep import result_lines
     path = Path(path)
     if not path.exists():
         raise FormatError(f"{path}: no such results file")
-    return list(read_results(path).values())
+    return [check_record(rec, f"{path}, line {lineno}")
+            for lineno, rec in result_lines(path).values()]
+
+
+#: Fields of a result record that are measurements: a value that is not a number (or
+#: "inf" / "nan") is shown blank and left out of the plots, with a warning.
+_NUMBERS = ("objective", "bound", "gap", "solve_seconds", "wall_seconds", "least_memory_bytes",
+            "budget_bytes")
+_PLAN_NUMBERS = ("step_seconds", "throughput", "compute_seconds", "sync_seconds",
+                 "transfer_seconds", "peak_memory_bytes", "memory_capacity_bytes",
+                 "batch_size", "exact_objective", "exact_seconds")
+_BASELINE_NUMBERS = ("step_seconds", "compute_seconds", "sync_seconds", "transfer_seconds",
+                     "speedup")
+#: What identifies a record's item, by kind: these must be there, of the right type.
+_REQUIRED_PARAMS = {"model": ("model", "cluster", "devices"), "problem": ("problem",)}
+
+
+def check_record(rec: Any, where: str = "record") -> dict:
+    """A result record checked field by field, as the report reads it.
+
+    What identifies the run must be right, or the record is refused: the record and its
+    ``params``, ``plan``, ``plan.baselines`` (and each baseline) and ``problem`` must be
+    objects; ``status`` one of :data:`~milp_parallel.sweep.ITEM_STATUSES`; ``kind`` a
+    string; each parameter a JSON value (string, number, boolean or null), with ``model``,
+    ``cluster``, ``problem`` and ``solver`` strings, ``devices`` (and ``batch_size``) whole
+    numbers >= 1 (a model record needs ``model``, ``cluster`` and ``devices``, a problem
+    record ``problem``); ``feasible`` flags true or false. A measurement (objective, times,
+    throughput, speedups, sizes) that is not a number is shown blank and left out of the
+    plots, with a warning naming it; text fields (``error``, ``cross_check``) are shown as
+    text.
+
+    Parameters
+    ----------
+    rec : object
+        One record (a parsed line of a results file).
+    where : str
+        Names the record in messages (``"r.jsonl, line 3"``).
+
+    Returns
+    -------
+    dict
+        A copy with every field as the report uses it (numbers as floats or None).
+
+    Raises
+    ------
+    FormatError
+        Naming ``where``, the field, what it holds and what it must be.
+
+    Examples
+    --------
+    >>> check_record({"id": "a", "kind": "problem", "status": "optimal",
+    ...               "params": {"problem": "x.json"}, "objective": "abc"})["objective"]
+    >>> check_record({"id": "a", "status": "done"})
+    Traceback (most recent call last):
+    ...
+    milp_parallel.errors.FormatError: record: status must be one of optimal, feasible, \
+infeasible, unknown, failed, timeout, got a string ('done'); fix or delete that record
+    """
+    from .io import Fields
+    from .sweep import ITEM_STATUSES
+    f = Fields(where)
+    fix = "; fix or delete that record"
+
+    def err(field: str, must: str, x: Any) -> FormatError:
+        from .io import describe_type
+        return f.error(field, f"must be {must}, got {describe_type(x)}{fix}")
+
+    def obj(x: Any, field: str) -> dict:
+        if x is None:
+            return {}
+        if not isinstance(x, Mapping):
+            raise err(field, "an object", x)
+        return dict(x)
+
+    junk: list[str] = []
+
+    def numbers(d: dict, keys: Iterable[str], prefix: str) -> None:
+        for k in keys:
+            if d.get(k) is not None:
+                d[k] = _measurement(d[k])
+                if d[k] is None:
+                    junk.append(f"{prefix}{k}")
+
+    r = obj(rec, "the record")
+    if not isinstance(r.get("status"), str) or r["status"] not in ITEM_STATUSES:
+        raise err("status", f"one of {', '.join(ITEM_STATUSES)}", r.get("status"))
+    for key in ("id", "kind"):
+        if r.get(key) is not None and not isinstance(r[key], str):
+            raise err(key, "a string", r[key])
+    params = r["params"] = obj(r.get("params"), "params")
+    for k, v in params.items():
+        if v is not None and not isinstance(v, (str, int, float)):
+            raise err(f"params.{k}", "a value (a string, a number, a boolean or null)", v)
+    for k in _REQUIRED_PARAMS.get(r.get("kind"), ()):
+        if params.get(k) is None:
+            raise f.error(f"params.{k}", f"is missing (a {r['kind']} record names its "
+                                         f"{', '.join(_REQUIRED_PARAMS[r['kind']])}){fix}")
+    for k in ("model", "cluster", "problem", "solver"):
+        if params.get(k) is not None and not isinstance(params[k], str):
+            raise err(f"params.{k}", "a string", params[k])
+    for k in ("devices", "batch_size"):
+        v = params.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise err(f"params.{k}", "a whole number >= 1", v)
+    numbers(r, _NUMBERS, "")
+    r["problem"] = obj(r.get("problem"), "problem")
+    numbers(r["problem"], ("n_nodes", "n_edges", "n_configs", "n_edge_pairs"), "problem.")
+    for key in ("error", "solver_used"):
+        if r.get(key) is not None and not isinstance(r[key], str):
+            r[key] = str(r[key]) if key == "error" else None
+    plan = r["plan"] = obj(r.get("plan"), "plan")
+    numbers(plan, _PLAN_NUMBERS, "plan.")
+    for key in ("cross_check", "exact_solver"):
+        if plan.get(key) is not None and not isinstance(plan[key], str):
+            plan[key] = str(plan[key])
+    baselines = plan["baselines"] = obj(plan.get("baselines"), "plan.baselines")
+    for name in list(baselines):
+        b = baselines[name] = obj(baselines[name], f"plan.baselines.{name}")
+        numbers(b, _BASELINE_NUMBERS, f"plan.baselines.{name}.")
+        if not isinstance(b.get("feasible", True), bool):
+            raise err(f"plan.baselines.{name}.feasible", "true or false", b["feasible"])
+    if junk:
+        logger.warning("%s: not a number, shown blank: %s", where, ", ".join(junk))
+    return r
+
+
+def _records(records: Iterable[Any]) -> list[dict]:
+    """Records checked by :func:`check_record` (named by their position)."""
+    return [check_record(r, f"record {i + 1}") for i, r in enumerate(records)]
 
 
 def _ok(r: Mapping) -> bool:
@@ -216,7 +373,7 @@ def plot_sweep(records: Iterable[Mapping], out_dir: str | Path, *, fmt: str = "p
     ImportError
         If matplotlib is missing.
     """
-    records = list(records)
+    records = _records(records)
     out_dir = Path(out_dir)
     plt = _pyplot()
     written: list[Path] = []
@@ -363,7 +520,7 @@ def summary_table(records: Iterable[Mapping]) -> tuple[str, str]:
     >>> "| a1 | problem | x.json" in md
     True
     """
-    rows = [_row(r) for r in records]
+    rows = [_row(r) for r in _records(records)]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -402,12 +559,14 @@ def write_report(results: str | Path | Iterable[Mapping], out_dir: str | Path, *
     -------
     list of Path
     """
-    records = load_records(results) if isinstance(results, (str, Path)) else list(results)
+    from .io import write_text
+    from .sweep import _make_folder
+    records = load_records(results) if isinstance(results, (str, Path)) else _records(results)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _make_folder(out_dir, f"the report {out_dir}")
     md, text = summary_table(records)
-    (out_dir / "summary.md").write_text("# Sweep summary\n\n" + md, encoding="utf-8")
-    (out_dir / "summary.csv").write_text(text, encoding="utf-8")
+    write_text(out_dir / "summary.md", "# Sweep summary\n\n" + md)
+    write_text(out_dir / "summary.csv", text)
     written = [out_dir / "summary.md", out_dir / "summary.csv"]
     if plots:
         written += plot_sweep(records, out_dir, fmt=fmt)

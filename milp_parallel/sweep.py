@@ -974,7 +974,7 @@ class _Appender:
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
-        _make_folder(path.parent, "the results file")
+        _make_folder(path.parent, f"the results file {path}")
         # A killed writer may have left a torn last line: start ours on a fresh line.
         if path.exists() and path.stat().st_size:
             with open(path, "rb") as f:
