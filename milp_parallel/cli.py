@@ -5,10 +5,12 @@ Subcommands: ``solve`` (a model on a cluster), ``problem`` (a Problem file), ``o
 and ``report`` (benchmark grids and their plots), ``models`` and ``clusters`` (what is
 available).
 
-Exit codes: 0 success; 1 infeasible, a failed cross-check, a failed sweep item, or another
-failure of the run; 2 bad usage (unknown option, model, cluster, solver or strategy name, a
-file that is missing or malformed). Errors are one line on stderr
-(``milp-parallel: error: ...``); ``--debug`` adds the traceback.
+Exit codes: 0 success; 1 infeasible, a failed cross-check, a solver failure, a missing
+optional package, a failed sweep item; 2 bad usage: every other package error (an unknown
+option, model, cluster, solver or strategy name, a bad option value, a file that is missing,
+malformed or cannot be written). Errors are one line on stderr
+(``milp-parallel: error: ...``) naming the input and how to fix it; ``--debug`` adds the
+traceback. Only a bug (an error that is not a package error) says "internal error".
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 logger = logging.getLogger(__name__)
 
 #: Exit code of every package error, looked up along the error's class hierarchy (the most
-#: specific class wins): 2 for bad usage or a bad file, 1 for a run that failed.
+#: specific class wins): 1 for a run that failed (no answer fits, the answers disagree, a
+#: solver or an optional package failed), 2 for every other package error: a user's mistake.
 EXIT_CODES: dict[type, int] = {
-    errors.MilpParallelError: EXIT_FAILED,           # any other failure of the run
+    errors.MilpParallelError: EXIT_USAGE,            # a user-facing error unless listed as 1
     errors.InfeasibleError: EXIT_FAILED,
     errors.CrossCheckError: EXIT_FAILED,
     errors.SolverError: EXIT_FAILED,
@@ -90,8 +93,8 @@ examples:
   milp-parallel solve alexnet --cluster optcnn --devices 4 --memory-limit 16GiB
   milp-parallel problem data/iopddl_example.json --solver highs --json
   milp-parallel oracle resnet50 --cluster abci --strategy data,filter --devices 4..1024
-  milp-parallel oracle --paradl -net RESNET50_ImageNet_profall.net_sc -plat ABCI.plat \\
-      --paratype d,f --cmaxp 1024 --cmaxB 262144 --cBon 32
+  milp-parallel oracle --paradl -net data/paradl/RESNET50_ImageNet_profall.net_sc \\
+      -plat data/paradl/ABCI.plat --paratype d,f --cmaxp 1024 --cmaxB 262144 --cBon 32
   milp-parallel sweep sweeps/quick.toml --out results.jsonl --jobs 2
   milp-parallel report results.jsonl --out report/
 
@@ -173,6 +176,44 @@ def _count_or_zero(text: str) -> int:
     return 0 if text.strip() == "0" else _positive_int(text)
 
 
+def _file_out(text: str) -> str:
+    """A file to write (``--save``, ``--out``): not a directory, in a folder that exists
+    (checked now, before the run, which may take minutes)."""
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file name, got ''")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name (e.g. "
+                                         f"{path / 'out.json'})")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {path.parent} is a file, not a folder; "
+                                         "write elsewhere")
+    if not path.parent.exists():
+        raise argparse.ArgumentTypeError(f"{text}: the folder {path.parent} does not exist; "
+                                         "create it first or write elsewhere")
+    return text
+
+
+def _plot_out(text: str) -> str:
+    """A plot file (``--plot``): ``.png``, ``.svg``, ``.pdf``, or no suffix for PNG; its
+    folders are created, so none of them may be a file."""
+    path = Path(text)
+    fmt = path.suffix.lstrip(".").lower()
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file name, got ''")
+    if fmt not in ("", "png", "svg", "pdf"):
+        raise argparse.ArgumentTypeError(f"{text}: unsupported image format {fmt!r}; name "
+                                         "the file .png, .svg or .pdf")
+    if (path if fmt else path.with_suffix(".png")).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name (e.g. "
+                                         f"{path / 'plot.png'})")
+    file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        raise argparse.ArgumentTypeError(f"{text}: {file} is a file, not a folder; write "
+                                         "elsewhere")
+    return text
+
+
 def _int_range(text: str) -> tuple[int, ...]:
     from .units import parse_int_range
     try:
@@ -244,8 +285,10 @@ def _add_solve(sub, common, fmt) -> None:
                    help="after the plan, show what forcing LAYER to CONFIG would cost: the "
                         "step time split and the layers that change (repeatable)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON only")
-    p.add_argument("--save", metavar="FILE", help="also write the plan JSON to FILE")
-    p.add_argument("--plot", metavar="FILE", help="draw the plan (PNG, or SVG by suffix)")
+    p.add_argument("--save", type=_file_out, metavar="FILE",
+                   help="also write the plan JSON to FILE")
+    p.add_argument("--plot", type=_plot_out, metavar="FILE",
+                   help="draw the plan (PNG, or SVG / PDF by suffix)")
     p.add_argument("--profile", metavar="FILE",
                    help="measured layer times from 'milp-parallel profile' (JSON) instead of "
                         "FLOP estimates")
@@ -267,7 +310,8 @@ def _add_profile(sub, common, fmt) -> None:
     p.add_argument("--devices", type=_positive_int, metavar="N",
                    help="use the first N devices (default: all)")
     p.add_argument("--batch-size", type=_positive_int, metavar="B", help="global batch size")
-    p.add_argument("--out", required=True, metavar="FILE", help="output JSON path")
+    p.add_argument("--out", required=True, type=_file_out, metavar="FILE",
+                   help="output JSON path")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:i] (default: cpu)")
     p.add_argument("--dtype", default="float32",
                    choices=["float32", "float16", "bfloat16", "float64"])
@@ -339,7 +383,7 @@ def _add_oracle(sub, common, fmt) -> None:
     p.add_argument("--layer-mask", metavar="FILE", help="a ParaDL .lc mask of split layers")
     p.add_argument("--csv", action="store_true", help="print CSV")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--plot", metavar="FILE", help="draw the scaling plot")
+    p.add_argument("--plot", type=_plot_out, metavar="FILE", help="draw the scaling plot")
     g = p.add_argument_group("ParaDL's arguments (with --paradl)")
     g.add_argument("--paradl", action="store_true",
                    help="take ParaDL's arguments and print its SUMMARY table")
@@ -439,7 +483,8 @@ def _add_calibrate(sub, common, fmt) -> None:
         epilog="examples:\n"
                "  milp-parallel calibrate --out cpu2.json\n"
                "  milp-parallel calibrate --out cpu2.json --profile prof.json --model lenet5")
-    p.add_argument("--out", required=True, metavar="FILE", help="the topology JSON to write")
+    p.add_argument("--out", required=True, type=_file_out, metavar="FILE",
+                   help="the topology JSON to write")
     p.add_argument("--world-size", type=_positive_int, default=2, metavar="N",
                    help="processes (devices) to measure with (default 2)")
     p.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
@@ -449,7 +494,7 @@ def _add_calibrate(sub, common, fmt) -> None:
                    help="timed repetitions per message size (default 15)")
     p.add_argument("--max-bytes", type=_size, default=16 * 2**20, metavar="SIZE",
                    help="largest message (default 16MiB; sizes from 4KiB by factors of 4)")
-    p.add_argument("--profile", metavar="FILE",
+    p.add_argument("--profile", type=_file_out, metavar="FILE",
                    help="also write the per-op profile table of the --model(s) there")
     p.add_argument("--model", action="append", metavar="NAME",
                    help="zoo model to profile (repeatable; default lenet5)")
@@ -466,6 +511,12 @@ def _cmd_calibrate(args) -> int:
         m *= 4
     if len(sizes) < 2:
         raise _UsageError("--max-bytes must be at least 16KiB (two message sizes)")
+    if (args.model or args.batch_size) and not args.profile:
+        raise _UsageError("--model and --batch-size say what --profile FILE measures; give "
+                          "--profile too")
+    from . import models
+    for name in args.model or ():
+        models.default_batch_size(name)  # an unknown name, before minutes of measuring
     topo, rep = calibrate(args.out, world_size=args.world_size, backend=args.backend,
                           threads=args.threads, sizes=sizes, repeats=args.repeats,
                           profile_path=args.profile, models=tuple(args.model or ["lenet5"]),
@@ -518,11 +569,16 @@ def _cmd_solve(args) -> int:
     forbid: dict[str, list[str]] = {}
     for layer, config in args.forbid or ():
         forbid.setdefault(layer, []).append(config)
+    fixed: dict[str, str] = {}
+    for layer, config in args.fix or ():
+        if fixed.setdefault(layer, config) != config:
+            raise _UsageError(f"--fix pins layer {layer!r} twice ({fixed[layer]!r} and "
+                              f"{config!r}); give one configuration per layer")
     with _quiet_stdout():
         plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
                      solver=args.solver, memory_limit=args.memory_limit,
                      time_limit=args.time_limit, cross_check=args.cross_check,
-                     profile=args.profile, fixed=dict(args.fix or ()) or None,
+                     profile=args.profile, fixed=fixed or None,
                      forbid=forbid or None)
         explanations = [plan.explain(layer, config) for layer, config in args.explain or ()]
     if args.save:
@@ -671,18 +727,20 @@ def _cmd_oracle(args) -> int:
                 _out("\t".join([r["name"], ""] + [_py2(r[k]) for k in (
                     "B", "p", "mem_bytes", "comp_s", "comm_s", "time_s",
                     "cost_node_minutes")]))
-            # stdout stays ParaDL's table, line for line; what Mem counts goes to stderr
-            sys.stderr.write(f"{PROG}: note: Mem (bytes) is ParaDL's count per device, 2 x 4 B "
-                             "x (samples x (|x| + |y|) + weights): activations and their "
-                             "gradients, weights and their gradients, no optimizer state; "
-                             "RELU and BNORM rows in place but for spatial and ds ('oracle "
-                             "MODEL --cluster NAME' counts every row)\n")
         if args.plot:
             from .report import plot_oracle_scaling
             plot_oracle_scaling([{"strategy": r["name"], "devices": int(r["p"]),
                                   "compute_seconds": r["comp_s"],
                                   "communication_seconds": r["comm_s"]} for r in rows],
                                 args.plot, title=Path(args.net).name)
+        if not (args.json or args.csv):
+            # stdout stays ParaDL's table, line for line; what Mem counts goes to stderr
+            # (after the plot: a plot that cannot be written is the one line on stderr)
+            sys.stderr.write(f"{PROG}: note: Mem (bytes) is ParaDL's count per device, 2 x 4 B "
+                             "x (samples x (|x| + |y|) + weights): activations and their "
+                             "gradients, weights and their gradients, no optimizer state; "
+                             "RELU and BNORM rows in place but for spatial and ds ('oracle "
+                             "MODEL --cluster NAME' counts every row)\n")
         return EXIT_OK
 
     if args.model is None or args.cluster is None:
@@ -703,8 +761,12 @@ def _cmd_oracle(args) -> int:
     # a preset name grows to the largest device count inside project (clusters.for_devices),
     # as it does for a script
     cluster = args.cluster
+    strategies = [x for x in args.strategy.split(",") if x.strip()]
+    if not strategies:
+        raise _UsageError(f"--strategy {args.strategy!r} names no strategy; give e.g. data or "
+                          "data,filter")
     projections = []
-    for s in [x for x in args.strategy.split(",") if x.strip()]:
+    for s in strategies:
         projections.append(oracle.project(
             model, cluster, s.strip(), devices=devices, batch_per_device=args.batch_per_device,
             dataset_size=dataset, scaling=args.scaling, mode=args.mode,
@@ -775,12 +837,14 @@ def _cmd_report(args) -> int:
     path = Path(args.file)
     head = read_text(path, what="results file or plan").lstrip()[:4096]
     if head.startswith("{") and '"milp_parallel.plan"' in head and "\n{" not in head:
+        from .io import write_text
         from .plan import Plan
+        from .sweep import _make_folder
         plan = Plan.load(path)
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        _make_folder(out, f"the report {out}")
         f = plot_plan(plan, out / f"plan.{args.format}")
-        (out / "plan.txt").write_text(str(plan) + "\n", encoding="utf-8")
+        write_text(out / "plan.txt", str(plan) + "\n")
         _out(f"wrote {f} and {out / 'plan.txt'}")
         return EXIT_OK
     files = write_report(path, args.out, fmt=args.format, plots=args.plots)
@@ -897,8 +961,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except OSError as exc:
-        return fail(EXIT_FAILED, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except OSError as exc:  # a path the user gave that the OS refuses (exit 2), or another
+        if exc.filename is None:
+            return fail(EXIT_FAILED, str(exc))
+        return fail(EXIT_USAGE, f"{exc.filename}: {(exc.strerror or str(exc)).lower()}; check "
+                                "the path (give another one)")
     except Exception as exc:  # noqa: BLE001 - one line, traceback only with --debug
         return fail(EXIT_FAILED, f"internal error: {type(exc).__name__}: {exc} (run with "
                                  "--debug for the traceback and please report it)")
