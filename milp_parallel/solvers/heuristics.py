@@ -790,6 +790,19 @@ def incumbent(problem: Problem, *, deadline: Deadline | None = None,
         least_memory()
     if ls.over() and not deadline.passed():
         finish(ls, "greedy_memory_repair")      # the greedy's own memory repair, if time is left
+    if best is None and problem.has_budget and not deadline.passed():
+        # The starts above prefer good configurations to light ones; when the budget needs a
+        # forbidden configuration, start from the least memory itself (not impossible ones),
+        # which fits whenever anything does on one device.
+        f = problem.forbidden_cost
+        a = np.array([int(np.lexsort((c, _bad(c, f), m.sum(axis=1), np.isinf(c)))[0])
+                      for c, m in zip(problem.node_costs, problem.memory)])
+        lm = LocalSearch(problem, deadline, seed + 2, arcs.edge_bad)
+        lm.set(a)
+        lm.repair_conflicts(max_rounds=200, keep_memory=True)
+        record(lm, "least_memory_fallback")
+        if best is not None:
+            finish(lm, "least_memory_fallback_descent")
     stats["bad_entries"] = int(best_key[0]) if best is not None else None
     if best is None:
         logger.debug("incumbent: no feasible assignment found")
