@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,66 @@ def test_oracle_scaling_plot(tmp_path):
     assert_real_image(plot_oracle_scaling(rows, tmp_path / "o.png", title="ResNet-50"))
     with pytest.raises(FormatError):
         plot_oracle_scaling([], tmp_path / "none.png")
+
+
+# ---------------------------------------------------------------------- odd records
+def odd(**fields):
+    rec = {"id": "m1", "kind": "model", "status": "optimal", "objective": 2.0,
+           "params": {"model": "lenet5", "cluster": "optcnn", "devices": 4, "solver": "dp"},
+           "plan": {"throughput": 100.0, "step_seconds": 0.5, "batch_size": 64,
+                    "baselines": {"data": {"step_seconds": 1.0, "speedup": 2.0}}}}
+    rec.update(fields)
+    return rec
+
+
+@pytest.mark.parametrize("fields,field", [
+    ({"params": "junk"}, "params must be an object"),
+    ({"params": {"model": "lenet5", "cluster": "optcnn", "devices": "4"}}, "params.devices"),
+    ({"params": {"model": "lenet5", "cluster": "optcnn", "devices": -1}}, "params.devices"),
+    ({"params": {"model": "lenet5", "cluster": "optcnn", "devices": [4]}}, "params.devices"),
+    ({"params": {"model": "lenet5", "cluster": "optcnn"}}, "params.devices is missing"),
+    ({"params": {"model": None, "cluster": "optcnn", "devices": 4}}, "params.model"),
+    ({"params": {"model": "lenet5", "cluster": {"x": 1}, "devices": 4}}, "params.cluster"),
+    ({"status": "great"}, "status must be one of"),
+    ({"plan": [1]}, "plan must be an object"),
+    ({"plan": {"baselines": {"data": "fast"}}}, "plan.baselines.data must be an object"),
+    ({"problem": [5]}, "problem must be an object"),
+])
+def test_a_record_that_cannot_be_used_names_file_line_and_field(tmp_path, fields, field):
+    res = tmp_path / "r.jsonl"
+    res.write_text(json.dumps(odd(id="fine")) + "\n" + json.dumps(odd(**fields)) + "\n")
+    with pytest.raises(FormatError, match=rf"r.jsonl, line 2: {re.escape(field)}"):
+        load_records(res)
+    with pytest.raises(FormatError, match=rf"record 1: {re.escape(field)}"):
+        summary_table([odd(**fields)])
+
+
+def test_measurements_that_are_not_numbers_render_blank(tmp_path, caplog):
+    rec = odd(objective="fast", gap=[1], solve_seconds={"s": 1}, problem={"n_nodes": "many"},
+              plan={"throughput": "x", "step_seconds": True, "batch_size": "64",
+                    "cross_check": 5, "baselines": {"data": {"speedup": "2x"}}})
+    good = odd(id="m2", params={"model": "lenet5", "cluster": "optcnn", "devices": 8},
+               objective="inf")
+    res = tmp_path / "r.jsonl"
+    res.write_text(json.dumps(rec) + "\n" + json.dumps(good) + "\n")
+    files = write_report(res, tmp_path / "out")
+    assert {"summary.md", "summary.csv"} <= {f.name for f in files}
+    assert "r.jsonl, line 1: not a number, shown blank: objective, gap" in caplog.text
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "summary.csv").read_text())))
+    assert rows[0]["objective"] == rows[0]["throughput"] == rows[0]["speedup_vs_data"] == ""
+    assert rows[0]["cross_check"] == "5" and rows[1]["objective"] == "inf"
+
+
+def test_an_unwritable_report_folder_is_a_file_write_error(tmp_path):
+    from milp_parallel.errors import FileWriteError
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(FileWriteError, match="afile is a file, not a folder"):
+        write_report([odd()], tmp_path / "afile" / "out", plots=False)
+    with pytest.raises(FileWriteError, match="afile"):
+        plot_plan(make_plan(), tmp_path / "afile" / "p.png")
+
+
+def test_an_empty_results_file_is_an_error(tmp_path):
+    (tmp_path / "r.jsonl").write_text("")
+    with pytest.raises(FormatError, match="no result records"):
+        load_records(tmp_path / "r.jsonl")

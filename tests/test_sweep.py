@@ -284,3 +284,131 @@ def test_shipped_sweep_files_parse():
     assert {i.param("devices") for i in paper.items} == {1, 2, 4, 8, 16}
     assert {i.param("cluster") for i in paper.items} == {"optcnn"}
     assert {i.param("solver") for i in paper.items} == {"dp", "highs", "cpsat", "cbc"}
+
+
+# ---------------------------------------------------------------------- checked at load
+def test_a_typo_names_the_nearest_key(tmp_path):
+    with pytest.raises(FormatError, match=r"grid 1: unknown key 'clustrs'; did you mean "
+                                          r"'clusters'\?"):
+        load_sweep(write(tmp_path, '[[grid]]\nmodels = ["lenet5"]\nclustrs = ["optcnn"]\n'))
+    with pytest.raises(FormatError, match=r"unknown top-level key 'time_limt'; did you mean "
+                                          r"'time_limit'\?"):
+        load_sweep(write(tmp_path, 'time_limt = 5\n[[grid]]\nproblems = ["a.json"]\n'))
+    with pytest.raises(UnknownNameError, match=r"'hihgs'; did you mean 'highs'\?"):
+        expand_grid({"problems": ["a.json"], "solvers": ["hihgs"]})
+
+
+def test_every_bad_item_is_listed_at_load_before_anything_runs(tmp_path):
+    (tmp_path / "ok.json").write_text("{}")
+    (tmp_path / "text.json").write_text("hello")
+    p = write(tmp_path, """
+        [[grid]]
+        models = ["lenet5", "lenet", "nosuchnet"]
+        clusters = ["optcnn", "optcn"]
+        devices = "1..2"
+        solvers = ["dp"]
+        [[grid]]
+        problems = ["ok.json", "missing.json", "text.json"]
+        [[grid]]
+        models = ["lenet5"]
+        clusters = ["optcnn"]
+        devices = [3]
+        [[grid]]
+        problems = ["ok.json"]
+        solver = "hihgs"
+    """)
+    with pytest.raises(FormatError) as info:
+        load_sweep(p)
+    msg = str(info.value)
+    assert msg.startswith(f"{p}: 7 problems, nothing was run: ")
+    for words in ["grid 1: unknown model 'lenet'; did you mean 'lenet5'?",
+                  "grid 1: unknown model 'nosuchnet'", "nosuchnet@optcnn x1 dp",
+                  "grid 1: unknown cluster 'optcn'; did you mean 'optcnn'?",
+                  "(6 items: lenet5@optcn x1 dp, lenet5@optcn x2 dp, lenet@optcn x1 dp, +3 more)",
+                  "grid 2: ", "missing.json: no such problem file (1 item: missing.json auto)",
+                  "text.json: not a problem file", "grid 3: cluster 'optcnn' has 3 devices",
+                  "grid 4: unknown solver 'hihgs'"]:
+        assert words in msg, words
+    assert "ok.json" not in msg
+
+
+def test_only_unknown_names_is_an_unknown_name_error(tmp_path):
+    p = write(tmp_path, '[[grid]]\nmodels = ["lenet"]\nclusters = ["optcn"]\ndevices = [2]\n')
+    with pytest.raises(UnknownNameError, match="2 problems.*'lenet'.*'optcn'"):
+        load_sweep(p)
+
+
+def test_a_cluster_file_and_a_model_file_are_read_at_load(tmp_path):
+    from milp_parallel import clusters, models
+    models.get("lenet5").save(tmp_path / "g.json")
+    clusters.get("optcnn", nodes=1).save(tmp_path / "c.json")
+    (tmp_path / "broken.json").write_text('{"format": "milp_parallel.graph"}')
+    ok = write(tmp_path, '[[grid]]\nmodels = ["g.json"]\nclusters = ["c.json"]\n'
+                         'devices = [1, 4]\n')
+    assert len(load_sweep(ok).items) == 2
+    with pytest.raises(FormatError, match=r"c.json' has 4 devices, not 8.*g.json@c.json x8"):
+        load_sweep(write(tmp_path, '[[grid]]\nmodels = ["g.json"]\nclusters = ["c.json"]\n'
+                                   'devices = [8]\n'))
+    with pytest.raises(FormatError, match="broken.json"):
+        load_sweep(write(tmp_path, '[[grid]]\nmodels = ["broken.json"]\nclusters = ["optcnn"]'
+                                   '\ndevices = [2]\n'))
+    with pytest.raises(FormatError, match="nope.json"):
+        load_sweep(write(tmp_path, '[[grid]]\nmodels = ["lenet5"]\nclusters = ["nope.json"]'
+                                   '\ndevices = [2]\n'))
+
+
+def test_model_files_resolve_against_the_sweep_folder_when_they_run(tmp_path, monkeypatch):
+    from milp_parallel import models
+    (tmp_path / "sub").mkdir()
+    models.get("lenet5").save(tmp_path / "sub" / "g.json")
+    p = write(tmp_path / "sub", '[[grid]]\nmodels = ["g.json"]\nclusters = ["optcnn"]\n'
+                                'devices = [2]\nsolvers = ["dp"]\ncross_check = false\n')
+    monkeypatch.chdir(tmp_path)  # not the sweep's folder
+    out = tmp_path / "r.jsonl"
+    summary = run_sweep(load_sweep(p), out, jobs=1, progress=False)
+    assert summary.failed == 0
+    (rec,) = lines(out)
+    assert rec["status"] == "optimal" and rec["plan"]["n_layers"] > 5
+
+
+def test_json_sweep_files_hold_the_same_keys(tmp_path):
+    (tmp_path / "x.json").write_text("{}")
+    toml = write(tmp_path, 'time_limit = 30\n[[grid]]\nproblems = ["x.json"]\n'
+                           'solvers = ["dp", "brute"]\n')
+    js = tmp_path / "s.json"
+    js.write_text(json.dumps({"time_limit": 30, "grid": [{"problems": ["x.json"],
+                                                           "solvers": ["dp", "brute"]}]}))
+    assert [i.id for i in load_sweep(js).items] == [i.id for i in load_sweep(toml).items]
+    js.write_text(json.dumps({"grid": [{"problems": ["x.json"], "solvrs": ["dp"]}]}))
+    with pytest.raises(FormatError, match="'solvrs'; did you mean 'solvers'"):
+        load_sweep(js)
+    js.write_text("[1, 2]")
+    with pytest.raises(FormatError, match="JSON object"):
+        load_sweep(js)
+
+
+@pytest.mark.parametrize("text,match", [
+    ('[[grid]]\nproblems = [1979-05-27]\n', "'problems' must be a value"),
+    ('[[grid]]\nproblems = [["a"]]\n', "'problems' must be a value"),
+    ('[[grid]]\nmodels = ["lenet5"]\nclusters = ["optcnn"]\ndevices = [2.0]\n', "devices"),
+    ('[[grid]]\nproblems = ["x.json"]\nrepeats = "many"\n', "repeats"),
+    ('[[grid]]\nproblems = ["x.json"]\ntime_limit = 0\n', "time_limit"),
+    ('[[grid]]\nproblems = ["x.json"]\nmemory_limit = "8GiX"\n', "8GiX"),
+    ('kill_after = "soon"\n[[grid]]\nproblems = ["x.json"]\n', "kill_after"),
+    ('name = 3\n[[grid]]\nproblems = ["x.json"]\n', "'name' must be a string"),
+    ('grid = 3\n', "array of tables"),
+    ('grid = [3]\n', "grid 1 is not a table"),
+])
+def test_wrong_types_are_refused_at_load(tmp_path, text, match):
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(FormatError, match=match):
+        load_sweep(write(tmp_path, text))
+
+
+def test_check_items_on_items_built_by_hand(tmp_path):
+    from milp_parallel.sweep import check_items
+    good = expand_grid({"models": ["lenet5"], "clusters": ["optcnn"], "devices": [2]})
+    check_items(good)
+    bad = expand_grid({"problems": ["missing.json"]}, base_dir=tmp_path)
+    with pytest.raises(FormatError, match="mine: .*missing.json: no such problem file"):
+        check_items(good + bad, where="mine")
