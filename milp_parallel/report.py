@@ -199,18 +199,16 @@ def load_records(path: str | Path) -> list[dict]:
     Raises
     ------
     FormatError
-        If the file does not exist, holds no record, is not a results file, or a record has
-        a field of the wrong shape (the message names the file, the line and the field).
+        If the file does not exist, is not a results file, or a record has a field of the
+        wrong shape (the message names the file, the line and the field). An empty file
+        holds no results yet: ``[]``.
     """
     from .sweep import result_lines
     path = Path(path)
     if not path.exists():
         raise FormatError(f"{path}: no such results file")
-    lines = result_lines(path)
-    if not lines:
-        raise FormatError(f"{path}: no result records (the file is empty); run the sweep "
-                          "first, or give the results file it wrote")
-    return [check_record(rec, f"{path}, line {lineno}") for lineno, rec in lines.values()]
+    return [check_record(rec, f"{path}, line {lineno}")
+            for lineno, rec in result_lines(path).values()]
 
 
 #: Fields of a result record that are measurements: a value that is not a number (or
