@@ -182,7 +182,9 @@ class DPSolver(Solver):
             root_iterations=options["root_iterations"],
             node_iterations=options["node_iterations"], fixing=options["fixing"],
             merge_seconds=_merge_seconds(deadline) if options["merge"] else 0.0,
-            callback=options["callback"], root_only=options["shrink"])
+            callback=options["callback"], root_only=options["shrink"],
+            solve_sub=lambda sub, seconds: DPSolver().solve(sub, time_limit=seconds,
+                                                            merge=False))
         warm = options["warm_start"]
         if warm is not None:
             search.offer(problem.check_assignment(warm))

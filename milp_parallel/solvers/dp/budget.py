@@ -30,14 +30,14 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ...errors import InvalidOptionError, UnsupportedProblemError
 from ...problem import MEMORY_RTOL, Problem
 from ..options import Deadline
-from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, Progress
+from ..result import FEASIBLE, INFEASIBLE, OPTIMAL, UNKNOWN, Progress, SolveResult
 from .engine import DEFAULT_MAX_TABLE_SIZE, Engine, OutOfTime
 
 __all__ = ["BudgetSearch", "LagrangianBound", "dp_lower_bound", "INTERVAL_MESSAGE"]
@@ -151,13 +151,19 @@ class BudgetSearch:
     repairs and improves the relaxed solutions for early incumbents. Devices whose budget no
     assignment can exceed, and devices whose (budget-scaled) memory column another device's
     dominates, are left out of the relaxation: their constraints are implied.
+
+    ``solve_sub(problem, seconds) -> SolveResult`` solves the merged sub-problem exactly
+    (the backend hands in its own solve, without merging, so that this module does not
+    import the backend); without it there is no solution merging.
     """
 
     def __init__(self, problem: Problem, eng: Engine, *, gap: float, deadline: Deadline,
                  max_branch_nodes: int, root_iterations: int, node_iterations: int,
                  fixing: bool = True, merge_seconds: float = 0.0, callback=None,
-                 root_only: bool = False):
+                 root_only: bool = False,
+                 solve_sub: Callable[[Problem, float], SolveResult] | None = None):
         self.p = problem
+        self.solve_sub = solve_sub
         self.eng = eng
         self.gap = gap
         self.deadline = deadline
@@ -398,7 +404,8 @@ class BudgetSearch:
         differently; the best budgeted plan often combines them segment by segment, which
         single swaps cannot reach.
         """
-        from . import DPSolver
+        if self.solve_sub is None:
+            return
         sols = list(self.pool.values()) + ([self.best_a] if self.best_a is not None else [])
         if len(sols) < 2:
             return
@@ -416,7 +423,7 @@ class BudgetSearch:
         if seconds <= 0:
             return
         self.merges += 1
-        r = DPSolver().solve(sub, time_limit=seconds, merge=False)
+        r = self.solve_sub(sub, seconds)
         if r.assignment is not None:
             a = np.array([k[i] for k, i in zip(keep, r.assignment)], dtype=np.int64)
             self.offer(a)

@@ -260,7 +260,7 @@ class MilpBackend(Solver):
                 "estimated_nonzeros": nnz, "incumbent_bad_entries": inc_stats.get("bad_entries")}
         if (options["contract"] != "off" and warm is not None and mode != "none"
                 and sentinel_entries(problem, warm) == 0 and not deadline.passed()):
-            out = solve_contracted(self, problem, options, deadline, warm,
+            out = solve_contracted(self._solve, self.name, problem, options, deadline, warm,
                                    required=too_big, stats=base)
             if out is not None:
                 return out

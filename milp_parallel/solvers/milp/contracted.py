@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,8 +37,9 @@ from ..heuristics import LocalSearch
 from ..options import Deadline
 from ..result import FEASIBLE, OPTIMAL, OPTIMALITY_RTOL, SolveResult, relative_gap
 
-if TYPE_CHECKING:   # pragma: no cover
-    from .backend import MilpBackend
+#: ``solve_sub(problem, options, deadline) -> SolveResult``: the backend's own solve of a
+#: (contracted) problem, handed in so that this module does not import the backend.
+SolveSub = Callable[[Problem, dict, Deadline], SolveResult]
 
 __all__ = ["solve_contracted", "CONTRACT_MODES", "MIN_SHRINK", "ROWS_PER_ROUND",
            "REPAIR_TIME_SHARE", "FIRST_ROUND_TIME_SHARE", "MIN_ROUND_SECONDS",
@@ -69,10 +70,14 @@ REPAIR_TIME_SHARE = 0.1
 FIRST_ROUND_TIME_SHARE = 0.3
 
 
-def solve_contracted(backend: MilpBackend, problem: Problem, options: dict[str, Any],
-                     deadline: Deadline, warm: np.ndarray, *, required: bool,
-                     stats: dict) -> SolveResult | None:
-    """Solve ``problem`` through its contraction with ``backend``'s own solver.
+def solve_contracted(solve_sub: SolveSub, name: str, problem: Problem,
+                     options: dict[str, Any], deadline: Deadline, warm: np.ndarray, *,
+                     required: bool, stats: dict) -> SolveResult | None:
+    """Solve ``problem`` through its contraction with a backend's own solver.
+
+    ``solve_sub`` is that backend's solve of one contracted problem (:data:`SolveSub`) and
+    ``name`` its registry name: the contraction is a reduction (apply: :func:`contract`,
+    invert: :meth:`Contraction.expand`) that this function drives.
 
     ``warm`` is a feasible assignment. Returns ``None`` when contraction does not apply
     (it failed, or shrinks too little and is not ``required``), so that the caller goes on
@@ -90,8 +95,8 @@ def solve_contracted(backend: MilpBackend, problem: Problem, options: dict[str, 
                                      "edges": int(con.edges.shape[0]),
                                      "seconds": round(deadline.elapsed(), 3)}}
     if not problem.has_budget or problem.intervals is None:
-        return _exact(backend, con, options, deadline, warm, stats)
-    return _rows(backend, con, options, deadline, warm, stats)
+        return _exact(solve_sub, name, con, options, deadline, warm, stats)
+    return _rows(solve_sub, name, con, options, deadline, warm, stats)
 
 
 def _sub_options(options: dict[str, Any], con: Contraction, start: np.ndarray | None,
@@ -112,17 +117,17 @@ def _round_fits(con: Contraction, deadline: Deadline) -> bool:
     return left is None or left >= MIN_ROUND_SECONDS + ROUND_SECONDS_PER_STATE * con.n_states
 
 
-def _exact(backend: MilpBackend, con: Contraction, options: dict[str, Any],
+def _exact(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, Any],
            deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
     """Without interval rows the contracted problem is exact: solve it once."""
     problem = con.original
     if not _round_fits(con, deadline):
         out = dict(stats)
         out["time_limit_reached"] = True
-        return _result(backend.name, warm, problem.evaluate(warm).cost, -math.inf, deadline,
+        return _result(name, warm, problem.evaluate(warm).cost, -math.inf, deadline,
                        out)
     sub = con.problem()
-    res = backend._solve(sub, _sub_options(options, con, warm, sub), deadline)
+    res = solve_sub(sub, _sub_options(options, con, warm, sub), deadline)
     best, best_cost = warm, problem.evaluate(warm).cost
     if res.assignment is not None:
         a = con.expand(res.assignment)
@@ -132,10 +137,10 @@ def _exact(backend: MilpBackend, con: Contraction, options: dict[str, Any],
     bound = min(res.bound, best_cost) if math.isfinite(res.bound) else res.bound
     out = dict(res.stats)
     out.update(stats)
-    return _result(backend.name, best, best_cost, bound, deadline, out)
+    return _result(name, best, best_cost, bound, deadline, out)
 
 
-def _rows(backend: MilpBackend, con: Contraction, options: dict[str, Any],
+def _rows(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, Any],
           deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
     """Row generation over the interval model's memory rows (module docstring)."""
     problem = con.original
@@ -152,7 +157,7 @@ def _rows(backend: MilpBackend, con: Contraction, options: dict[str, Any],
         round_deadline = deadline
         if left is not None and not rounds:
             round_deadline = Deadline(FIRST_ROUND_TIME_SHARE * left)
-        res = backend._solve(sub, _sub_options(options, con, best, sub), round_deadline)
+        res = solve_sub(sub, _sub_options(options, con, best, sub), round_deadline)
         capped = round_deadline is not deadline and res.status != OPTIMAL
         last = res.stats
         if math.isfinite(res.bound):
@@ -193,7 +198,7 @@ def _rows(backend: MilpBackend, con: Contraction, options: dict[str, Any],
     out["row_generation"] = {"rounds": rounds, "rows": int(rows.shape[0])}
     if proved:
         bound = best_cost
-    return _result(backend.name, best, best_cost, min(bound, best_cost), deadline, out)
+    return _result(name, best, best_cost, min(bound, best_cost), deadline, out)
 
 
 def _repair(problem: Problem, a: np.ndarray, deadline: Deadline) -> np.ndarray | None:
