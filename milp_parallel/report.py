@@ -207,8 +207,12 @@ def load_records(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         raise FormatError(f"{path}: no such results file")
-    return [check_record(rec, f"{path}, line {lineno}")
-            for lineno, rec in result_lines(path).values()]
+    skipped: list[str] = []
+    records = [check_record(rec, f"{path}, line {lineno}")
+               for lineno, rec in result_lines(path, skipped).values()]
+    if skipped:  # after the checks: a bad record's error is then the one line on stderr
+        logger.warning("%s: skipped %d unreadable line(s)", path, len(skipped))
+    return records
 
 
 #: Fields of a result record that are measurements: a value that is not a number (or

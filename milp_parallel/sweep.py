@@ -920,10 +920,12 @@ def read_results(path: str | Path) -> dict[str, dict]:
     return {key: rec for key, (_, rec) in result_lines(path).items()}
 
 
-def result_lines(path: str | Path) -> dict[str, tuple[int, dict]]:
+def result_lines(path: str | Path, skipped: list[str] | None = None
+                 ) -> dict[str, tuple[int, dict]]:
     """As :func:`read_results`, with the line number of each record: ``{id: (line, rec)}``.
 
     For readers whose messages name the line of a bad field (:mod:`milp_parallel.report`).
+    Given a list ``skipped``, the unreadable lines are appended to it instead of logged.
     """
     from .io import loads, read_text
     path = Path(path)
@@ -947,7 +949,9 @@ def result_lines(path: str | Path) -> dict[str, tuple[int, dict]]:
     if bad and not out:
         raise FormatError(f"{path}: not a results file: no line is a result record ({bad[0]}); "
                           "give another file")
-    if bad:
+    if bad and skipped is not None:
+        skipped.extend(bad)
+    elif bad:
         logger.warning("%s: skipped %d unreadable line(s)", path, len(bad))
     return out
 

@@ -446,3 +446,10 @@ def test_through_the_console_script(args, words, bad_files):
     proc = _console(*args, cwd=bad_files)
     assert_one_line(proc.returncode, proc.stderr, words)
     assert proc.stdout == ""
+
+
+def test_a_torn_line_and_an_odd_record_still_give_one_line(in_bad_folder, capsys):
+    path = in_bad_folder / "torn_and_odd.jsonl"
+    path.write_text(json.dumps(_record(params__devices="x")) + '\n{"id": "torn')
+    code, _, err = run_main(["report", str(path), "--out", str(in_bad_folder / "rep")], capsys)
+    assert_one_line(code, err, ["torn_and_odd.jsonl, line 1", "params.devices"])
