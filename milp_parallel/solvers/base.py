@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import InvalidOptionError, UnsupportedProblemError
+from ..errors import InvalidAssignmentError, InvalidOptionError, UnsupportedProblemError
 from ..problem import Problem
 from .forbidden import lexicographic, restore
 from .options import Deadline, validate_gap, validate_threads, validate_time_limit
@@ -230,6 +230,12 @@ class Solver:
         if not isinstance(problem, Problem):
             raise TypeError(f"{self.name}: expected a Problem, got {type(problem).__name__}")
         opts = self.parse_options(options)
+        if opts["warm_start"] is not None:
+            try:
+                problem.check_assignment(opts["warm_start"])
+            except InvalidAssignmentError as exc:
+                raise InvalidAssignmentError(f"{self.name}: warm_start does not fit the "
+                                             f"problem: {exc}") from None
         why = self.accepts(problem)
         if why is not None:
             raise UnsupportedProblemError(why)
