@@ -25,6 +25,7 @@ import importlib
 from typing import Any
 
 from ..errors import SolverUnavailableError, UnknownNameError
+from ..io import suggest
 from ..problem import Problem
 from .base import Capabilities, Solver
 from .result import FEASIBLE, INFEASIBLE, OPTIMAL, STATUSES, UNKNOWN, Progress, SolveResult
@@ -63,8 +64,8 @@ def get_solver(name: str) -> Solver:
     try:
         spec = _BACKENDS[name]
     except KeyError:
-        raise UnknownNameError(f"unknown solver {name!r}; known solvers: "
-                               f"{', '.join(solver_names())}") from None
+        raise UnknownNameError(f"unknown solver {name!r}{suggest(name, solver_names()) or ';'} "
+                               f"known solvers: {', '.join(solver_names())}") from None
     module, cls = spec.split(":")
     return getattr(importlib.import_module(module), cls)()
 
