@@ -97,18 +97,21 @@ def parse_config_label(label: str) -> dict[str, int]:
     Parameters
     ----------
     label : str
-        ``"serial"`` or space-separated ``dim=degree`` items; anything in parentheses (e.g.
-        ``"(4 GPUs)"``) is ignored.
+        ``"serial"`` or space-separated ``dim=degree`` items, each dim once, each degree a
+        whole number >= 1 (``n=1`` means ``n`` is not split); anything in
+        parentheses (e.g. ``"(4 GPUs)"``) is ignored.
 
     Returns
     -------
     dict
-        ``{dim: degree}`` for the split dimensions.
+        ``{dim: degree}`` of every dim the label names (``"n=1 c=2"`` gives ``{"n": 1,
+        "c": 2}``, so that a caller can check the letters).
 
     Raises
     ------
-    ValueError
-        If an item is not ``dim=integer``.
+    InvalidOptionError
+        (a ``ValueError``) If an item is not ``dim=degree`` with a degree >= 1, or a dim is
+        named twice (``"n=4 n=2"``).
 
     Examples
     --------
@@ -116,17 +119,29 @@ def parse_config_label(label: str) -> dict[str, int]:
     {'n': 2, 'h': 2}
     >>> parse_config_label("serial")
     {}
+    >>> parse_config_label("n=4 n=2")
+    Traceback (most recent call last):
+    ...
+    milp_parallel.errors.InvalidOptionError: configuration label 'n=4 n=2' names dim 'n' twice
     """
+    from .errors import InvalidOptionError
+    if not isinstance(label, str):
+        raise InvalidOptionError(f"a configuration label is a string such as 'n=2 h=2', got "
+                                 f"{type(label).__name__}")
     text = label.split("(")[0].strip()
     if text in ("", "serial"):
         return {}
-    out = {}
+    out: dict[str, int] = {}
+    seen: set[str] = set()
     for item in text.replace(",", " ").split():
         key, sep, val = item.partition("=")
-        if not sep or not val.isdigit():
-            raise ValueError(f"configuration label {label!r}: item {item!r} is not dim=degree")
-        if int(val) > 1:
-            out[key] = int(val)
+        if not sep or not key or not val.isdigit() or not val.isascii() or int(val) < 1:
+            raise InvalidOptionError(f"configuration label {label!r}: item {item!r} is not "
+                                     "dim=degree with a whole degree >= 1")
+        if key in seen:
+            raise InvalidOptionError(f"configuration label {label!r} names dim {key!r} twice")
+        seen.add(key)
+        out[key] = int(val)
     return out
 
 

@@ -34,6 +34,7 @@ from typing import Mapping
 import numpy as np
 
 from .errors import InvalidGraphError, InvalidTopologyError, ProblemTooLargeError
+from .validation import check_bool, check_keys, check_mapping, check_whole
 
 __all__ = ["ConfigOptions", "SizeLimits", "enumerate_configs", "config_label", "config_labels",
            "config_counts", "tile_boxes", "tile_extent", "check_device_count"]
@@ -41,13 +42,16 @@ __all__ = ["ConfigOptions", "SizeLimits", "enumerate_configs", "config_label", "
 logger = logging.getLogger(__name__)
 
 
-def _frozen_map(m: Mapping[str, int] | None, what: str) -> Mapping[str, int]:
-    m = dict(m or {})
-    for k, v in m.items():
-        if not isinstance(k, str) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InvalidGraphError(f"ConfigOptions.{what}: expected a mapping from dim letter "
-                                    f"to a positive integer, got {k!r}: {v!r}")
-    return MappingProxyType({k: int(v) for k, v in m.items()})
+def _frozen_map(m, what: str) -> Mapping[str, int]:
+    """A read-only ``{dim letter: positive int}``: every letter a known dimension letter
+    (:data:`~milp_parallel.graph.DIM_LETTERS`, nearest one suggested), every value a whole
+    number >= 1."""
+    from .graph import DIM_LETTERS
+    option = f"config_options.{what}"
+    m = check_mapping(option, {} if m is None else m, "from dimension letter to a whole "
+                      "number, e.g. {'h': 4}")
+    check_keys(option, m, DIM_LETTERS, what="dimension letter", describe=DIM_LETTERS)
+    return MappingProxyType({k: check_whole(f"{option}[{k!r}]", v) for k, v in m.items()})
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,16 @@ class ConfigOptions:
     min_tile : mapping of dim letter to int, optional
         The least extent of a tile along a dim, e.g. ``{"h": 8}`` (no tile thinner than 8 rows).
 
+    Raises
+    ------
+    InvalidOptionError
+        A flag that is not ``True`` / ``False`` (``"false"`` is refused, not read as true),
+        a cap or tile extent that is not a whole number >= 1.
+    UnknownOptionError
+        A key of ``max_degree`` / ``min_tile`` that is not a dimension letter of
+        :data:`~milp_parallel.graph.DIM_LETTERS` (the nearest one is suggested: ``"C"`` ->
+        ``'c'``).
+
     Examples
     --------
     >>> ConfigOptions(max_degree={"h": 2}).max_degree["h"]
@@ -78,6 +92,8 @@ class ConfigOptions:
     min_tile: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_bool("config_options.power_of_two", self.power_of_two)
+        check_bool("config_options.require_all_devices", self.require_all_devices)
         object.__setattr__(self, "max_degree", _frozen_map(self.max_degree, "max_degree"))
         object.__setattr__(self, "min_tile", _frozen_map(self.min_tile, "min_tile"))
 
@@ -308,7 +324,7 @@ class SizeLimits:
     >>> SizeLimits(max_devices=0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    milp_parallel.errors.InvalidOptionError: SizeLimits.max_devices must be a positive ...
+    milp_parallel.errors.InvalidOptionError: SizeLimits.max_devices (config_options ...) must ...
     """
 
     max_devices: int = 4096
@@ -322,8 +338,9 @@ class SizeLimits:
             v = getattr(self, f.name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) \
                     or v < 1:
-                raise InvalidOptionError(f"SizeLimits.{f.name} must be a positive integer, "
-                                         f"got {v!r}")
+                raise InvalidOptionError(f"SizeLimits.{f.name} (config_options "
+                                         f"{{'{f.name}': ...}}) must be a positive integer, "
+                                         f"got {v!r:.40}")
             object.__setattr__(self, f.name, int(v))
 
     @classmethod

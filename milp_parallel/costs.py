@@ -242,8 +242,10 @@ class CostModel:
                 bytes_per_element = DTYPE_BYTES[dtype]
         else:
             self.peak_flops = float(topology.device.peak_flops)
+        #: the dtype compute is priced in (the topology's unless ``dtype`` says otherwise)
+        self.dtype = dtype or getattr(topology, "dtype", "fp32")
         if bytes_per_element is None:        # the size of the dtype the peak is of
-            bytes_per_element = DTYPE_BYTES.get(getattr(topology, "dtype", "fp32"), 4)
+            bytes_per_element = DTYPE_BYTES.get(self.dtype, 4)
         for what, v in (("bytes_per_element", bytes_per_element),
                         ("optimizer_state_factor", optimizer_state_factor),
                         ("backward_factor", backward_factor),

@@ -194,8 +194,19 @@ def compare(problem: Problem, result: SolveResult, check: SolveResult, *,
             fail(f"the {who} proved the problem infeasible, the other found an assignment")
     if result.status == INFEASIBLE and check.status == INFEASIBLE:
         return CrossCheck(AGREED, "", **done)
-    # Bounds: nobody's proved bound may exceed anybody's feasible objective.
+    # Bounds: nobody's proved bound may exceed anybody's feasible objective. With forbidden
+    # entries the order is the key (forbidden entries, then the rest), not the plain sum: a
+    # proved optimum's key may not exceed the other's.
     for a, b in ((result, check), (check, result)):
+        if a.forbidden_entries or b.forbidden_entries:
+            if a.status == OPTIMAL and b.assignment is not None and (
+                    a.forbidden_entries > b.forbidden_entries
+                    or (a.forbidden_entries == b.forbidden_entries
+                        and a.allowed_cost > b.allowed_cost
+                        + rtol * max(abs(b.allowed_cost), 1e-300))):
+                fail(f"{a.solver!r} proved an optimum with key {a.key} above the key "
+                     f"{b.key} of an assignment {b.solver!r} found")
+            continue
         if b.assignment is not None and math.isfinite(a.bound) \
                 and a.bound > b.objective + rtol * max(abs(b.objective), 1e-300):
             fail(f"{a.solver!r} proved a lower bound {a.bound!r} above the cost "

@@ -38,11 +38,19 @@ from .errors import (
     InvalidOptionError,
     InvalidTopologyError,
 )
-from .io import decode, dumps, encode, loads, read_document, read_json, write_json
+from .io import Fields, decode, dumps, encode, loads, read_document, read_json, write_json
 from .problem import MEMORY_RTOL, Problem
 from .solvers import SolveResult, solve_problem
-from .solvers.options import validate_time_limit
+from .solvers.options import Deadline, validate_time_limit
 from .solvers.result import INFEASIBLE, OPTIMAL
+from .validation import (
+    check_exclusive,
+    check_keys,
+    check_mapping,
+    check_whole,
+    show,
+    unknown_name,
+)
 
 __all__ = ["solve", "make_problem", "explain", "Plan", "LayerChoice", "Baseline", "CrossCheck",
            "Explanation", "LayerChange", "cross_check_results", "least_memory_bytes",
@@ -153,7 +161,7 @@ class Plan:
     devices : int
         Devices used.
     batch_size : int
-        Global batch (samples per step).
+        Global batch (samples per step, over all devices).
     layers : tuple of LayerChoice
         Every layer of the graph, in topological order (merged element-wise layers included).
     step_seconds : float
@@ -203,6 +211,21 @@ class Plan:
         "predicted_seconds", "simulated_seconds", "chosen"}`` (``rank`` by prediction for
         the k best, ``baseline`` the baseline's name otherwise; the plan is the chosen one:
         the fastest simulated). Empty otherwise.
+    dtype : str
+        The dtype the cluster's peak FLOP/s refers to and the plan is priced in
+        (``Topology.dtype``, or the cost model's own ``dtype``).
+    batch_origin : str
+        Where ``batch_size`` came from: ``"batch_size"`` (given), ``"batch_per_device"``
+        (given per device, times the devices) or ``"default"`` (the model's own global
+        batch, whatever the device count). Empty for a plan saved before it was recorded.
+    profile_coverage : dict
+        With ``solve(..., profile=...)``: which layers the profile table priced,
+        ``{"table", "matched", "partial", "unmatched"}`` (layer names; ``partial`` and
+        ``unmatched`` ones are priced, in part or whole, by the FLOP estimate). Empty
+        without a profile.
+    inputs : object
+        The arguments of the :func:`solve` call that made the plan, for :meth:`explain`
+        (not saved; ``None`` for a loaded plan).
     """
 
     model: str
@@ -233,6 +256,10 @@ class Plan:
     budget_effect: Mapping[str, Any] = field(default_factory=dict)
     simulated_step_seconds: float | None = None
     rerank: tuple[Mapping[str, Any], ...] = ()
+    dtype: str = "fp32"
+    batch_origin: str = ""
+    profile_coverage: Mapping[str, Any] = field(default_factory=dict)
+    inputs: Any = field(default=None, compare=False, repr=False)
 
     # -------------------------------------------------------------- queries
     @property
@@ -253,6 +280,22 @@ class Plan:
         return int(np.argmax(np.asarray(self.memory_bytes)))
 
     @property
+    def batch_per_device(self) -> float:
+        """``batch_size / devices``: the samples each device sees per step."""
+        return self.batch_size / self.devices if self.devices else float(self.batch_size)
+
+    @property
+    def better_baseline(self) -> Baseline | None:
+        """The feasible baseline the step simulator finds faster than the plan (the fastest
+        such), or ``None``: the simulator and the solver's prediction disagree on it."""
+        if self.simulated_step_seconds is None:
+            return None
+        faster = [b for b in self.baselines.values() if b.feasible
+                  and b.simulated_step_seconds is not None
+                  and b.simulated_step_seconds < self.simulated_step_seconds]
+        return min(faster, key=lambda b: b.simulated_step_seconds) if faster else None
+
+    @property
     def memory_headroom_bytes(self) -> float | None:
         """Budget minus the peak of :attr:`binding_device` (``None`` without a budget)."""
         d = self.binding_device
@@ -263,13 +306,14 @@ class Plan:
 
         Raises
         ------
-        KeyError
-            If the plan has no such layer.
+        UnknownNameError
+            (a ``KeyError``) If the plan has no such layer: names the nearest ones.
         """
         for lc in self.layers:
             if lc.name == name:
                 return lc
-        raise KeyError(f"the plan has no layer {name!r}")
+        raise unknown_name(f"plan of {self.model}", "layer", name,
+                           [lc.name for lc in self.layers])
 
     def explain(self, layer: str, config: str | Mapping[str, int], *,
                 model: Any = None, cluster: Any = None) -> "Explanation":
@@ -321,6 +365,8 @@ class Plan:
         """
         out = {"format": PLAN_FORMAT, "version": PLAN_FORMAT_VERSION}
         for f in fields(self):
+            if f.name == "inputs":
+                continue
             v = getattr(self, f.name)
             if f.name == "layers":
                 v = [_enc({g.name: getattr(lc, g.name) for g in fields(lc)}) for lc in v]
@@ -345,8 +391,14 @@ class Plan:
         """
         data = read_document(source, PLAN_FORMAT, PLAN_FORMAT_VERSION, data=data,
                              what="plan")
+        f = Fields(source)
+        f.keys(data, _PLAN_KEYS, required=_PLAN_REQUIRED)
+        f.records(data["layers"], _LAYER_KEYS, "layers", required=_LAYER_KEYS - {"node"})
+        for k, b in f.mapping(data["baselines"], "baselines").items():
+            f.keys(b, _BASELINE_KEYS, f"baselines.{k}", required=_BASELINE_REQUIRED)
+        f.keys(data["cross_check"], _CROSS_CHECK_KEYS, "cross_check")
         try:
-            kw = {f.name: _dec(data[f.name]) for f in fields(cls) if f.name in data}
+            kw = {g.name: _dec(data[g.name]) for g in fields(cls) if g.name in data}
             kw["layers"] = tuple(
                 LayerChoice(**{**d, "degrees": {k: int(x) for k, x in d["degrees"].items()}})
                 for d in kw["layers"])
@@ -399,6 +451,20 @@ class Plan:
 # ---------------------------------------------------------------------- JSON helpers
 _enc, _dec = encode, decode
 
+#: The keys of a plan document, of one layer and of one baseline (others are refused, the
+#: nearest known key named: :meth:`milp_parallel.io.Fields.keys`).
+_PLAN_KEYS = frozenset({"format", "version"} | {f.name for f in fields(Plan)} - {"inputs"})
+_PLAN_REQUIRED = frozenset(f.name for f in fields(Plan)
+                           if f.default is dataclasses.MISSING
+                           and f.default_factory is dataclasses.MISSING)
+_LAYER_KEYS = frozenset(f.name for f in fields(LayerChoice))
+_BASELINE_KEYS = frozenset(f.name for f in fields(Baseline))
+_BASELINE_REQUIRED = frozenset(f.name for f in fields(Baseline)
+                               if f.default is dataclasses.MISSING)
+#: CrossCheck.to_dict's keys and those of the first version's form.
+_CROSS_CHECK_KEYS = frozenset({f.name for f in fields(CrossCheck)}
+                              | {"verdict", "exact_solver", "exact_objective", "exact_seconds"})
+
 
 def _json_safe(stats: Mapping) -> dict:
     """Solver stats as plain JSON data (arrays become lists, objects their repr)."""
@@ -421,7 +487,16 @@ def format_plan(plan: Plan) -> str:
     if plan.status != OPTIMAL:
         status += f" (NOT proved optimal; bound {_ms(plan.bound)} ms, gap {plan.gap:.3g})"
     lines.append(f"Plan for {plan.model} on {plan.cluster}: {plan.devices} devices, "
-                 f"batch {plan.batch_size}")
+                 f"{plan.dtype}, {_batch_text(plan)}")
+    better = plan.better_baseline
+    if better is not None:
+        lines.append(
+            f"WARNING: the step simulator ranks the {better.name} baseline above this plan: "
+            f"plan predicted {_ms(plan.step_seconds)} ms, simulated "
+            f"{_ms(plan.simulated_step_seconds)} ms; {better.name} predicted "
+            f"{_ms(better.step_seconds)} ms, simulated {_ms(better.simulated_step_seconds)} "
+            "ms (the plan is optimal for the solver's prediction only; solve(..., rerank=k) "
+            "chooses by simulated time)")
     lines.append(f"solver {plan.solver}: {status}, objective {_ms(plan.objective)} ms, "
                  f"{plan.solve_seconds:.3f} s")
     lines.append(f"step {_ms(plan.step_seconds)} ms = compute {_ms(plan.compute_seconds)} + "
@@ -437,6 +512,17 @@ def format_plan(plan: Plan) -> str:
         k = sum(c["rank"] is not None for c in plan.rerank)
         lines.append(f"re-ranked the {k} best plans and the baselines by simulated time: "
                      f"chose {which}")
+    cov = plan.profile_coverage
+    if cov:
+        n = sum(len(cov.get(k, ())) for k in ("matched", "partial", "unmatched"))
+        line = (f"profile {cov.get('table', '')}: {len(cov.get('matched', ()))} of {n} layers "
+                "priced from measurements")
+        for key, what in (("partial", "in part"), ("unmatched", "by the FLOP estimate only")):
+            names = cov.get(key, ())
+            if names:
+                line += (f"; {len(names)} {what} ({', '.join(names[:4])}"
+                         f"{', ...' if len(names) > 4 else ''})")
+        lines.append(line)
     budget = ("no budget" if plan.memory_limit_bytes is None
               else f"budget {_gib(plan.memory_limit_bytes)} GiB")
     lines.append(f"memory: peak {_gib(plan.peak_memory_bytes)} GiB per device "
@@ -466,14 +552,19 @@ def format_plan(plan: Plan) -> str:
     if plan.baselines:
         lines += ["", f"{'baseline':<12}  {'step ms':>10}  {'sim ms':>9}  {'compute':>9}  "
                       f"{'sync':>9}  {'xfer':>9}  {'peak GiB':>8}  {'fits':>4}  {'speedup':>7}  "
-                      "strategy"]
+                      f"{'sim x':>7}  strategy"]
         for b in plan.baselines.values():
             sim = "-" if b.simulated_step_seconds is None else _ms(b.simulated_step_seconds)
+            sim_x = "-"
+            if b.simulated_step_seconds is not None and plan.simulated_step_seconds:
+                sim_x = f"{b.simulated_step_seconds / plan.simulated_step_seconds:.2f}x"
             lines.append(f"{b.name:<12}  {_ms(b.step_seconds):>10}  {sim:>9}  "
                          f"{_ms(b.compute_seconds):>9}"
                          f"  {_ms(b.sync_seconds):>9}  {_ms(b.transfer_seconds):>9}  "
                          f"{_gib(b.peak_memory_bytes):>8}  {'yes' if b.feasible else 'NO':>4}  "
-                         f"{b.speedup:>6.2f}x  {b.description}")
+                         f"{b.speedup:>6.2f}x  {sim_x:>7}  {b.description}")
+        lines.append("(speedup: baseline / plan by the solver's prediction; sim x: the same "
+                     "by the step simulator, < 1 where the simulator finds the baseline faster)")
     cc = plan.cross_check
     extra = ""
     if cc.checker_objective is not None:
@@ -481,6 +572,17 @@ def format_plan(plan: Plan) -> str:
                  f"{cc.checker_seconds:.3f} s; {plan.solver}: {plan.solve_seconds:.3f} s)")
     lines += ["", f"cross-check: {cc.verdict}{extra}"]
     return "\n".join(lines)
+
+
+def _batch_text(plan: Plan) -> str:
+    """``"batch 512 (global, 32 per device)"`` and where the batch came from."""
+    per = plan.batch_per_device
+    text = (f"batch {plan.batch_size} (global, {per:.4g} per device"
+            f"{'' if per == int(per) else ', uneven'})")
+    if plan.batch_origin == "default":
+        text += (" - the model's default global batch, not scaled with the devices; give "
+                 "batch_size= (global) or batch_per_device=")
+    return text
 
 
 # ---------------------------------------------------------------------- memory diagnosis
@@ -692,34 +794,86 @@ class _Built:
     budget: float | None
     model_name: str
     cluster_name: str
+    batch_origin: str = "default"   # see Plan.batch_origin
 
 
 def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
-           config_options=None, cost_model=None, profile=None) -> _Built:
+           config_options=None, cost_model=None, profile=None,
+           batch_per_device=None) -> _Built:
     from .build import build
-    from .configs import ConfigOptions
 
-    graph, model_name = _load_model(model, batch_size)
+    check_exclusive(batch_size=batch_size, batch_per_device=batch_per_device)
+    check_exclusive(cost_model=cost_model, profile=profile)
+    space = _config_space(config_options)
+    _check_cost_model(cost_model)
     topo, cluster_name = _load_cluster(cluster, devices)
+    if batch_per_device is not None:
+        batch_size = check_whole("batch_per_device", batch_per_device) * topo.n_devices
+    graph, model_name = _load_model(model, batch_size)
+    _check_dims(space, graph, model_name)
     if profile is not None:
-        if cost_model is not None:
-            raise InvalidOptionError("give either cost_model or profile, not both (a "
-                                     "CostModel takes its profile table itself)")
         from .costs import CostModel
         from .profile import ProfileTable
         if not isinstance(profile, ProfileTable):
+            if not isinstance(profile, (str, os.PathLike)):
+                raise InvalidOptionError(f"profile must be a ProfileTable or the path of a "
+                                         f"profile table file, got {type(profile).__name__}")
             profile = ProfileTable.load(profile)
         cost_model = CostModel(topo, profile=profile)
     budget = _memory_budget(memory_limit, topo)
+    b = build(graph, topo, cost_model=cost_model, memory_limit=budget, **space)
+    origin = ("batch_per_device" if batch_per_device is not None
+              else "batch_size" if batch_size is not None else "default")
+    return _Built(b, budget if b.problem.has_budget else None, model_name, cluster_name,
+                  origin)
+
+
+def _config_space(config_options) -> dict[str, Any]:
+    """``config_options`` as build keywords, every key and value checked (see
+    :class:`~milp_parallel.configs.ConfigOptions` and :class:`~milp_parallel.configs.
+    SizeLimits`)."""
+    from .configs import ConfigOptions, SizeLimits
+    if config_options is None:
+        return {}
     if isinstance(config_options, ConfigOptions):
-        kw = {"config_options": config_options}
-    elif config_options is None or isinstance(config_options, Mapping):
-        kw = dict(config_options or {})
-    else:
-        raise InvalidOptionError(f"config_options must be a ConfigOptions or a mapping of "
-                                 f"its fields, got {type(config_options).__name__}")
-    b = build(graph, topo, cost_model=cost_model, memory_limit=budget, **kw)
-    return _Built(b, budget if b.problem.has_budget else None, model_name, cluster_name)
+        return {"config_options": config_options}
+    opts = check_mapping("config_options", config_options, "of ConfigOptions fields and "
+                         "size limits, e.g. {'power_of_two': False, 'max_degree': {'h': 4}}")
+    known = [f.name for f in fields(ConfigOptions)] + list(SizeLimits.field_names())
+    check_keys("config_options", opts, known)
+    space = {k: v for k, v in opts.items() if k not in SizeLimits.field_names()}
+    limits = {k: v for k, v in opts.items() if k in SizeLimits.field_names()}
+    out: dict[str, Any] = {"config_options": ConfigOptions(**space)}
+    if limits:
+        out["limits"] = SizeLimits(**limits)
+    return out
+
+
+def _check_dims(space: Mapping[str, Any], graph, model_name: str) -> None:
+    """Refuse a cap or tile extent on a dimension no layer of the graph has (it would be
+    ignored without a word)."""
+    opts = space.get("config_options")
+    if opts is None:
+        return
+    dims = list(dict.fromkeys(d for lay in graph.layers for d in lay.dims))
+    for what in ("max_degree", "min_tile"):
+        for d in getattr(opts, what):
+            if d not in dims:
+                from .graph import DIM_LETTERS
+                raise InvalidOptionError(
+                    f"config_options.{what}: no layer of {model_name} has dimension {d!r} "
+                    f"({DIM_LETTERS[d]}), so it would change nothing; its dimensions: "
+                    + ", ".join(f"{x} ({DIM_LETTERS.get(x, 'other')})" for x in dims))
+
+
+def _check_cost_model(cost_model) -> None:
+    from .costs import CostModel
+    if cost_model is not None and not isinstance(cost_model, CostModel):
+        raise InvalidOptionError(
+            f"cost_model must be a milp_parallel.costs.CostModel made for the cluster (e.g. "
+            f"CostModel(topology, dtype='bf16')) or None for the default, got "
+            f"{type(cost_model).__name__} {show(cost_model, 40)}; for measured layer times "
+            "pass profile=, for another dtype clusters.get(..., dtype=...)")
 
 
 # ---------------------------------------------------------------------- constraints
@@ -730,6 +884,7 @@ class _SolveInputs:
     model: Any
     cluster: Any
     batch_size: Any = None
+    batch_per_device: Any = None
     devices: Any = None
     solver: str = "auto"
     memory_limit: Any = None
@@ -745,11 +900,8 @@ class _SolveInputs:
 def _config_index(built, layer: str, config: Any, what: str) -> tuple[int, int]:
     """``(node, configuration index)`` of ``config`` for ``layer`` of a built problem."""
     from .baselines import parse_config_label
-    from .errors import UnknownNameError
     if not isinstance(layer, str) or layer not in built.node_of:
-        names = list(built.node_of)
-        raise UnknownNameError(f"{what}: the model has no layer {layer!r:.60}; its layers "
-                               f"include {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+        raise unknown_name(what, "layer", layer, list(built.node_of))
     v = built.node_of[layer]
     head = built.graph.layer(built.members[v][0])
     labels = built.problem.config_labels[v]
@@ -929,7 +1081,7 @@ def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: A
     """:meth:`Plan.explain` as a function (see there)."""
     from . import clusters, models
     from .errors import UnknownNameError
-    inputs: _SolveInputs | None = getattr(plan, "_solve_inputs", None)
+    inputs: _SolveInputs | None = plan.inputs
     if model is not None or cluster is not None or inputs is None:
         m = model if model is not None else (inputs.model if inputs else plan.model)
         c = cluster if cluster is not None else (inputs.cluster if inputs else plan.cluster)
@@ -958,7 +1110,8 @@ def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: A
                                f"{', ...' if len(names) > 8 else ''}") from None
     label = config if isinstance(config, str) else " ".join(
         f"{d}={int(k)}" for d, k in config.items() if int(k) > 1) or "serial"
-    kw = dict(batch_size=inputs.batch_size, devices=inputs.devices, solver=inputs.solver,
+    kw = dict(batch_size=inputs.batch_size, batch_per_device=inputs.batch_per_device,
+              devices=inputs.devices, solver=inputs.solver,
               memory_limit=inputs.memory_limit, time_limit=inputs.time_limit,
               config_options=inputs.config_options, cost_model=inputs.cost_model,
               profile=inputs.profile, cross_check=False, **inputs.solver_options)
@@ -1012,7 +1165,8 @@ def make_problem(model, cluster, *, batch_size: int | None = None, devices: int 
                   cost_model=cost_model, profile=profile).built.problem
 
 
-def solve(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
+def solve(model, cluster, *, batch_size: int | None = None,
+          batch_per_device: int | None = None, devices: int | None = None,
           solver: str = "auto", memory_limit: float | str | None = None,
           time_limit: float | None = None, cross_check: bool = True,
           config_options: Mapping[str, Any] | None = None, cost_model=None,
@@ -1032,6 +1186,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
         Topology`, or the path of a cluster JSON file.
     batch_size : int, optional
         The global batch; default: the zoo model's default (or the graph's own).
+    batch_per_device : int, optional
+        The batch per device instead (the global batch is this times the devices); give
+        ``batch_size`` or ``batch_per_device``, not both. With neither, the model's default
+        global batch is used whatever the device count, and the plan says so.
     devices : int, optional
         Use the first ``devices`` devices of the cluster (default: all). A preset named by
         ``cluster`` grows to as many nodes as that takes.
@@ -1120,6 +1278,7 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     >>> print(plan)                                         # doctest: +SKIP
     """
     inputs = _SolveInputs(model=model, cluster=cluster, batch_size=batch_size,
+                          batch_per_device=batch_per_device,
                           devices=devices, solver=solver, memory_limit=memory_limit,
                           time_limit=time_limit, config_options=config_options,
                           cost_model=cost_model, profile=profile,
@@ -1129,9 +1288,10 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     except OverflowError:          # an int beyond the float range
         raise InvalidOptionError(f"time_limit={time_limit!r:.30}... is beyond the float range; "
                                  "give seconds > 0 or None") from None
+    clock = Deadline(time_limit)          # time_limit covers the whole call
     built = _build(model, cluster, batch_size=batch_size, devices=devices,
                    memory_limit=memory_limit, config_options=config_options,
-                   cost_model=cost_model, profile=profile)
+                   cost_model=cost_model, profile=profile, batch_per_device=batch_per_device)
     b = built.built
     graph, topo, problem, budget = b.graph, b.topology, b.problem, built.budget
     model_name, cluster_name = built.model_name, built.cluster_name
@@ -1139,8 +1299,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     target = _constrained(b, constraints)       # the problem solved: pins and bans applied
 
     options = dict(solver_options)
-    if time_limit is not None:
-        options["time_limit"] = time_limit
+    if time_limit is not None:            # what building left of it
+        options["time_limit"] = max(clock.left(), _MIN_SOLVE_SECONDS)
     line = None
     if (sys.stderr.isatty() if progress is None else progress) and "callback" not in options:
         from .progress import ProgressLine
@@ -1155,7 +1315,13 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
 
     check = CrossCheck(NOT_RUN, "cross_check=False", solver_seconds=float(result.seconds))
     if cross_check:
-        check, _ = run_cross_check(target, result, time_limit=time_limit)
+        left = clock.left()
+        if left is not None and left < _MIN_SOLVE_SECONDS:
+            check = CrossCheck(NOT_RUN, f"no time left of time_limit={time_limit:g} s for the "
+                               "cross-check (raise time_limit to run it)",
+                               solver_seconds=float(result.seconds))
+        else:
+            check, _ = run_cross_check(target, result, time_limit=left)
     what = f"{model_name} on {cluster_name} ({topo.n_devices} devices)"
     if constraints:
         n_fix, n_ban = len(constraints.get("fixed", {})), len(constraints.get("forbid", {}))
@@ -1171,7 +1337,8 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
     acc = _Accounting(b)
     a = np.asarray(result.assignment, dtype=np.int64)
     base_asg = baseline_assignments(problem, acc.nodes, topo.n_devices)
-    sims, reranked = _simulations(b, target, a, simulate, rerank, time_limit, base_asg)
+    left = None if time_limit is None else max(clock.left(), _MIN_SOLVE_SECONDS)
+    sims, reranked = _simulations(b, target, a, simulate, rerank, left, base_asg)
     if reranked:
         a = np.asarray(next(c["assignment"] for c in reranked if c["chosen"]), dtype=np.int64)
         reranked = tuple({k: v for k, v in c.items() if k != "assignment"} for c in reranked)
@@ -1227,13 +1394,35 @@ def solve(model, cluster, *, batch_size: int | None = None, devices: int | None 
                       "edge_table_entries": int(sum(t.size for t in problem.edge_costs)),
                       "build_seconds": float(b.build_seconds)},
         constraints=constraints, simulated_step_seconds=sims(a), rerank=tuple(reranked),
-        budget_effect=_budget_effect(target, ev, budget, step))
-    inputs = dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
-                                 forbid=dict(constraints.get("forbid", {})))
-    object.__setattr__(plan, "_solve_inputs", inputs)   # for plan.explain(); not saved
+        budget_effect=_budget_effect(target, ev, budget, step),
+        dtype=_priced_dtype(b.cost_model, topo), batch_origin=built.batch_origin,
+        profile_coverage=_coverage(b.cost_model),
+        inputs=dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
+                                   forbid=dict(constraints.get("forbid", {}))))
     return plan
 
 
+def _priced_dtype(cost_model, topo) -> str:
+    """The dtype the plan's compute is priced in: the cost model's own, else the cluster's."""
+    return str(getattr(cost_model, "dtype", None) or getattr(topo, "dtype", "fp32"))
+
+
+def _coverage(cost_model) -> dict:
+    """:attr:`Plan.profile_coverage` from the cost model's lookups (empty without a profile)."""
+    cov = getattr(cost_model, "profile_coverage", None)
+    if cov is None:
+        return {}
+    return {"table": str(cov.table), "matched": list(cov.matched),
+            "partial": list(cov.partial), "unmatched": list(cov.unmatched)}
+
+
+
+#: The least time a solve or the cross-check is started with under ``time_limit`` (a
+#: limit used up by the build still gives the solver this, so it returns an answer).
+_MIN_SOLVE_SECONDS = 0.05
+
+#: The most plans ``solve(..., rerank=k)`` re-ranks (each is one more exact solve).
+MAX_RERANK = 1000
 
 #: The budget binds when the plan leaves less than this share of it free on some device.
 _BINDING_SHARE = 0.01
@@ -1281,8 +1470,8 @@ def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
     if rerank is None:
         return sim, ()
     from .kbest import k_best
-    if isinstance(rerank, bool) or not isinstance(rerank, (int, np.integer)) or rerank < 1:
-        raise InvalidOptionError(f"rerank must be a positive number of plans, got {rerank!r}")
+    rerank = check_whole("rerank", rerank, 1, MAX_RERANK,
+                         "each plan re-ranked is one more exact solve")
     opts = {"time_limit": time_limit} if time_limit is not None else {}
     sols = k_best(problem, int(rerank), first=a, **opts)
     cands = [{"rank": i, "baseline": None, "predicted_seconds": s.objective,

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -425,9 +426,13 @@ def simulate(target, assignment=None, *, model=None, cluster=None, cost_model=No
         return simulate_assignment(target, assignment, bucket_bytes=bucket_bytes,
                                    overlap=overlap, trace=trace)
     from .plan import Plan, _build
+    if isinstance(target, (str, os.PathLike)):
+        target = Plan.load(target)                 # a saved plan (FormatError if it is not)
     if not isinstance(target, Plan):
-        raise TypeError(f"simulate() takes a Plan or a BuiltProblem, got "
-                        f"{type(target).__name__}")
+        from .errors import InvalidOptionError
+        raise InvalidOptionError(f"simulate() takes a Plan, the path of a saved plan or a "
+                                 f"BuiltProblem with an assignment, got "
+                                 f"{type(target).__name__}")
     plan = target
     built = _build(model if model is not None else plan.model,
                    cluster if cluster is not None else plan.cluster,

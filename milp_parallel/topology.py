@@ -44,10 +44,12 @@ TOPOLOGY_FORMAT_VERSION = 1
 def _positive(value: Any, what: str, *, integer: bool = False) -> None:
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     if ok and integer:
-        ok = float(value) == int(value)
+        ok = isinstance(value, (int, np.integer)) or float(value).is_integer()
+    if ok and isinstance(value, (int, np.integer)) and abs(int(value)) >= 2**63:
+        ok = False                                    # beyond any machine (and float64)
     if not ok or not math.isfinite(float(value)) or value <= 0:
         kind = "a positive integer" if integer else "a positive finite number"
-        raise InvalidTopologyError(f"{what} must be {kind}, got {value!r}")
+        raise InvalidTopologyError(f"{what} must be {kind}, got {repr(value):.40}")
 
 
 #: Bytes per element of the dtypes :meth:`Device.peak_flops_for` knows.

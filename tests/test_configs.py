@@ -14,7 +14,7 @@ from milp_parallel.configs import (
     enumerate_configs,
     tile_boxes,
 )
-from milp_parallel.errors import InvalidGraphError
+from milp_parallel.errors import InvalidGraphError, InvalidOptionError
 from milp_parallel.graph import LayerGraph
 
 
@@ -56,7 +56,7 @@ def test_options():
     assert small.tolist() == [[2, 2]]
     with pytest.raises(InvalidGraphError):
         enumerate_configs(layer, 0)
-    with pytest.raises(InvalidGraphError, match="max_degree"):
+    with pytest.raises(InvalidOptionError, match="max_degree"):   # an option, not the graph
         ConfigOptions(max_degree={"h": 0})
 
 

@@ -146,8 +146,10 @@ def test_simulate_a_plan_and_its_errors():
         mp.simulate(b)
     with pytest.raises(InvalidAssignmentError, match="configurations"):
         mp.simulate(plan, config_options={"max_degree": {"n": 1}})
-    with pytest.raises(TypeError):
+    with pytest.raises(mp.errors.FormatError, match="lenet5"):    # a path: no such plan file
         mp.simulate("lenet5")
+    with pytest.raises(mp.errors.InvalidOptionError, match="takes a Plan"):
+        mp.simulate(42)
 
 
 @pytest.mark.parametrize("name", ["resnet18", "inception_v3"])

@@ -110,8 +110,10 @@ def _entry(name: str):
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
+        from ..io import suggest
+        hint = (suggest(name, _REGISTRY) if isinstance(name, str) else "") or ";"
         raise UnknownNameError(
-            f"unknown model {name!r}; known models: {', '.join(_REGISTRY)}") from None
+            f"unknown model {name!r}{hint} known models: {', '.join(_REGISTRY)}") from None
 
 
 def default_batch_size(name: str) -> int:
@@ -146,6 +148,8 @@ def get(name: str, batch_size: int | None = None, **options: Any) -> LayerGraph:
     ------
     UnknownNameError
         ``name`` is not known (the message lists the known names).
+    UnknownOptionError
+        (a ``TypeError``) A keyword the model's builder does not take.
     InvalidGraphError
         The options give an impossible model (e.g. an image too small for the strides).
 
@@ -163,4 +167,8 @@ def get(name: str, batch_size: int | None = None, **options: Any) -> LayerGraph:
     try:
         return builder(b, **options)
     except TypeError as e:
-        raise TypeError(f"model {name!r}: {e}") from e
+        from ..errors import UnknownOptionError
+        raise UnknownOptionError(
+            f"model {name!r} does not take {', '.join(map(repr, options)) or 'that'} ({e}); "
+            f"see help(milp_parallel.models.get) and the builder's own docstring for the "
+            "keywords each zoo family takes") from None

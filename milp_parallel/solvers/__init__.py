@@ -22,6 +22,7 @@ assignment overflows).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from ..errors import SolverUnavailableError, UnknownNameError
@@ -105,8 +106,13 @@ def solve_problem(problem: Problem, solver: str = "auto", **options: Any) -> Sol
     UnsupportedProblemError
         When the solver cannot handle the problem (names one that can).
     """
+    if isinstance(problem, (str, os.PathLike)):
+        from ..problem import load_problem
+        problem = load_problem(problem)            # our JSON or an IOPDDL file, by content
     if not isinstance(problem, Problem):
-        raise TypeError(f"solve_problem expects a Problem, got {type(problem).__name__}")
+        from ..errors import InvalidOptionError
+        raise InvalidOptionError(f"solve_problem expects a Problem or the path of a problem "
+                                 f"file (ours or IOPDDL's), got {type(problem).__name__}")
     if solver == "auto":
         from .auto import choose
         name = choose(problem)
