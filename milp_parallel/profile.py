@@ -212,7 +212,7 @@ class ProfileTable:
 
     Examples
     --------
-    >>> t = ProfileTable([ProfileEntry("relu", "{}", (2, 3), "float32", "cpu", 1e-6)])
+    >>> t = ProfileTable([ProfileEntry("elementwise", "{}", (2, 3), "float32", "cpu", 1e-6)])
     >>> len(t), ProfileTable.from_json(t.to_json()) == t
     (1, True)
     """

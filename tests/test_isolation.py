@@ -71,6 +71,8 @@ def test_sweep_values_are_checked_when_the_file_is_loaded(tmp_path, line, match)
 
 
 def test_memory_limits_in_sweeps_read_like_the_cli(tmp_path):
+    from milp_parallel.problem import Problem
+    Problem([[1.0, 2.0]], [], [], memory=[[3.0, 4.0]]).save(tmp_path / "x.json")
     s = _load(tmp_path, """
         [[grid]]
         models = ["lenet5"]
