@@ -117,8 +117,8 @@ def _lexicographic(problem: Problem) -> Lexicographic:
         return Lexicographic(problem, problem, None)     # already a lexicographic copy
     if m >= FORBIDDEN_COST:
         raise InvalidProblemError(
-            f"the allowed costs span {m:.3g}, too close to the forbidden marker "
-            f"{f:.3g} for float64 to keep both apart; rescale the costs "
+            f"the allowed costs of two assignments can differ by up to {m:.3g}, too close to "
+            f"the forbidden marker {f:.3g} for float64 to keep both apart; rescale the costs "
             "(e.g. to microseconds instead of picoseconds)")
     swapped = np.where(bad, m, flat)
     ends = np.cumsum(sizes).tolist()
