@@ -1469,7 +1469,7 @@ def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
         return cache[key]
     if rerank is None:
         return sim, ()
-    from .kbest import k_best
+    from .solvers.kbest import k_best
     rerank = check_whole("rerank", rerank, 1, MAX_RERANK,
                          "each plan re-ranked is one more exact solve")
     opts = {"time_limit": time_limit} if time_limit is not None else {}

@@ -172,7 +172,7 @@ def test_simulated_steps_are_bounded_by_the_work(name):
 def test_k_best_matches_brute_force_with_and_without_a_budget():
     import itertools
 
-    from milp_parallel.kbest import k_best
+    from milp_parallel.solvers.kbest import k_best
     b = build(mlp(batch=8, width=32, layers=4), clusters.get("abci", nodes=1, gpus_per_node=2))
     for p in (b.problem.with_memory_limit(None), None):
         if p is None:       # a budget that cuts off some of the best assignments

@@ -95,7 +95,7 @@ def choose(problem: Problem) -> str:
     >>> choose(p)
     'dp'
     """
-    from . import get_solver
+    from .registry import get_solver
 
     kind = problem_kind(problem)
     rule = next(r for r in RULES if r.kind == kind)
