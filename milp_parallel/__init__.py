@@ -32,25 +32,23 @@ import warnings
 from typing import Any
 
 from . import clusters, models, oracle
+from ._version import __version__
 from .build import build_problem
 from .errors import *  # noqa: F403 - the typed errors are part of the top-level surface
 from .errors import __all__ as _errors_all
 from .graph import LayerGraph
 from .importers import from_onnx, from_torch
-from .plan import Plan, make_problem, solve
+from .plan import Plan, make_problem, simulate, solve
 from .problem import Problem
 from .profile import profile_model
-from .simulate import simulate
 from .solvers import SolveResult, available_solvers, solve_problem, solver_names
 from .topology import Topology
-
-__version__ = "0.1.0"
 
 __all__ = [
     # the main entry point and its result
     "solve", "Plan", "make_problem", "simulate",
     # the pieces, in the order data flows
-    "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "Topology",
+    "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "from_hf", "Topology",
     "build_problem", "Problem", "solve_problem", "SolveResult", "solver_names",
     "available_solvers", "oracle", "profile_model",
     "__version__", *_errors_all,
@@ -72,6 +70,8 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "from_hf":  # lazily: importing the package must not import torch/transformers
+        return importlib.import_module(f"{__name__}.importers.hf").from_hf
     if name not in _MOVED:
         raise AttributeError(f"module 'milp_parallel' has no attribute {name!r}")
     where = _MOVED[name]

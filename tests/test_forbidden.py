@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milp_parallel.crosscheck import checker_for, cross_check
+from milp_parallel.plan.crosscheck import checker_for, cross_check
 from milp_parallel.problem import FORBIDDEN_COST, Problem
 from milp_parallel.solvers import available_solvers, solve_problem
 from milp_parallel.solvers.forbidden import lexicographic, marker

@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from milp_parallel.errors import CrossCheckError
-from milp_parallel.plan import least_memory_bytes, make_problem, solve
+from milp_parallel.plan import make_problem, solve
 from milp_parallel.solvers import MILP_SOLVERS, solve_problem
 from milp_parallel.solvers.brute import brute_force
 from milp_parallel.solvers.dp import DPSolver
 from milp_parallel.solvers.dp import engine as dp_engine
+from milp_parallel.solvers.memory import least_memory
 from milp_parallel.solvers.milp.backend import MilpBackend
 from milp_parallel.solvers.result import FEASIBLE, OPTIMAL, UNKNOWN, SolveResult
 
@@ -58,7 +59,7 @@ def _halfway(model: str, devices: int):
     free = make_problem(model, CLUSTER, devices=devices, memory_limit=math.inf)
     r_free = solve_problem(free, "dp")
     peak = free.evaluate(r_free.assignment).peak_memory
-    least = least_memory_bytes(free)
+    least = least_memory(free)
     d = int(np.argmax(least))
     if peak[d] <= least[d] * (1 + 1e-9):
         return free, r_free.objective, None

@@ -170,7 +170,7 @@ def test_every_error_here_is_one_of_ours():
 
 def test_time_limit_covers_the_cross_check(monkeypatch):
     # the cross-check gets what the solve left of time_limit, never a limit of its own
-    import milp_parallel.plan as plan_module
+    import milp_parallel.plan.planner as plan_module
     seen = {}
     real = plan_module.run_cross_check
 

@@ -12,23 +12,23 @@ import pytest
 from hypothesis import given, settings
 
 from milp_parallel import Problem, solve_problem
-from milp_parallel.baselines import (
-    NodeConfigs,
-    baseline_assignments,
-    parse_config_label,
-    uniform_strategies,
-)
 from milp_parallel.errors import CrossCheckError, FormatError, InfeasibleError
 from milp_parallel.plan import (
     Baseline,
     CrossCheck,
     LayerChoice,
     Plan,
-    _infeasible_error,
     cross_check_results,
-    least_memory_bytes,
 )
+from milp_parallel.plan.baselines import (
+    NodeConfigs,
+    baseline_assignments,
+    parse_config_label,
+    uniform_strategies,
+)
+from milp_parallel.plan.planner import _infeasible_error
 from milp_parallel.solvers import SolveResult
+from milp_parallel.solvers.memory import least_memory
 
 from strategies import problems
 
@@ -136,7 +136,7 @@ def test_cross_check_dp_vs_brute_agree_on_random_problems(problem):
 # ---------------------------------------------------------------------- memory diagnosis
 def test_least_memory_is_exact_for_all_live_and_in_message():
     p = _chain(n=3, k=3, seed=8, devices=1)
-    least = least_memory_bytes(p)
+    least = least_memory(p)
     brute_least = min(p.evaluate(a).peak_memory[0] for a in np.ndindex(*p.n_configs))
     assert least[0] == pytest.approx(brute_least, rel=1e-12)
     tight = p.with_memory_limit(least[0] * 0.9)

@@ -13,8 +13,9 @@ from milp_parallel.errors import (
     InvalidTopologyError,
     UnknownNameError,
 )
-from milp_parallel.plan import Plan, least_memory_bytes, make_problem, solve
+from milp_parallel.plan import Plan, make_problem, solve
 from milp_parallel.solvers import get_solver
+from milp_parallel.solvers.memory import least_memory
 
 CLUSTER = "abci"
 
@@ -51,7 +52,7 @@ def dp_plans():
         free = solve(model, CLUSTER, devices=dev, solver="dp", memory_limit=math.inf,
                      cross_check=False)
         prob = make_problem(model, CLUSTER, devices=dev, memory_limit=math.inf)
-        least = float(least_memory_bytes(prob).max())
+        least = float(least_memory(prob).max())
         peak = max(free.memory_bytes)
         budget = least + 0.5 * (peak - least)
         tight = solve(model, CLUSTER, devices=dev, solver="dp", memory_limit=budget,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milp_parallel.crosscheck import AGREED, cross_check
 from milp_parallel.errors import ProblemTooLargeError, UnsupportedProblemError
+from milp_parallel.plan.crosscheck import AGREED, cross_check
 from milp_parallel.problem import Problem
 from milp_parallel.solvers import get_solver, solve_problem
 from milp_parallel.solvers.brute import brute_force
