@@ -25,6 +25,7 @@ __all__ = [
     "CrossCheckError",
     "UnknownNameError",
     "MissingDependencyError",
+    "PlanMismatchError",
 ]
 
 
@@ -140,3 +141,10 @@ class MissingDependencyError(MilpParallelError, ImportError):
     The message names the package and the ``pip install 'milp_parallel[extra]'`` command that
     installs it. It is an :class:`ImportError`, so ``except ImportError`` catches it too.
     """
+
+
+class PlanMismatchError(MilpParallelError, ValueError):
+    """A plan does not fit the program it is applied to: a layer of the plan the module does
+    not have (or the reverse), a shape or batch that differs from the plan's, a world size
+    other than the plan's device count, or a configuration the runtime cannot run (the message
+    names the layer and what to change)."""

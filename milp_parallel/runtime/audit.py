@@ -1,0 +1,378 @@
+"""The audit of a plan's program: its values, the collective counter and the memory meter.
+
+:class:`PlanAudit` (with :class:`CollectiveRow` and :class:`MemoryRow`) is a frozen value
+that prints as a table and saves as JSON (:mod:`milp_parallel.io`); it needs no torch. The
+measuring tools need torch and import it when used:
+
+- :func:`comm_counter` makes a ``TorchDispatchMode`` that records every c10d collective
+  (functional ones, which DTensor's ``redistribute`` issues too, and the in-place
+  ``torch.distributed`` ones) that runs while it is active, forward and backward, with its
+  bytes: an all-to-all counts what the rank sends to others, a receive nothing (its sender
+  counts it), every other collective its input buffer once per rank.
+- :func:`label` names the collectives a piece of the program issues (``layer``, ``kind``);
+  outside an active counter it does nothing.
+- :class:`MemoryMeter` measures a rank's parameters, gradients and optimizer state from the
+  tensors themselves, and the activation peak from the tensors the autograd graph saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator, Mapping
+
+from ..errors import FormatError
+from ..io import Fields, decode, encode, read_document, write_json
+
+__all__ = ["CollectiveRow", "MemoryRow", "PlanAudit", "comm_counter", "label", "MemoryMeter",
+           "AUDIT_FORMAT"]
+
+AUDIT_FORMAT = "milp_parallel.plan_audit"
+AUDIT_FORMAT_VERSION = 1
+
+
+# ---------------------------------------------------------------------- values
+@dataclass(frozen=True)
+class CollectiveRow:
+    """Bytes one layer's (or transition's) collectives move, predicted and counted.
+
+    Attributes
+    ----------
+    layer : str
+        The layer (a transition is attributed to its consumer, as the cost model does).
+    kind : str
+        ``"transfer"`` (redistribution into the layer, halos included), ``"sync"`` (gradient
+        all-reduce) or what the runtime labelled.
+    predicted_bytes, counted_bytes : float
+        Summed over the ranks, forward and backward.
+    """
+
+    layer: str
+    kind: str
+    predicted_bytes: float
+    counted_bytes: float
+
+    @property
+    def rel_error(self) -> float:
+        """``|counted - predicted| / predicted`` (0 when both are 0, inf when only the
+        prediction is)."""
+        if self.predicted_bytes == 0:
+            return 0.0 if self.counted_bytes == 0 else float("inf")
+        return abs(self.counted_bytes - self.predicted_bytes) / self.predicted_bytes
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One rank's memory, predicted by the plan's cost model and measured in the program.
+
+    Attributes
+    ----------
+    rank : int
+    predicted_bytes, measured_bytes : float
+        Totals (the sums of the splits).
+    predicted, measured : mapping
+        ``{"parameters", "gradients", "optimizer", "activations": bytes}``; measured
+        activations are the peak of the tensors saved for the backward pass.
+    """
+
+    rank: int
+    predicted_bytes: float
+    measured_bytes: float
+    predicted: Mapping[str, float] = field(default_factory=dict)
+    measured: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def rel_error(self) -> float:
+        """``|measured - predicted| / predicted``."""
+        if self.predicted_bytes == 0:
+            return 0.0 if self.measured_bytes == 0 else float("inf")
+        return abs(self.measured_bytes - self.predicted_bytes) / self.predicted_bytes
+
+
+@dataclass(frozen=True)
+class PlanAudit:
+    """What one training step of a plan's program did, against what the plan claims.
+
+    Attributes
+    ----------
+    plan_kind : str
+        ``"layerwise"`` or ``"pipeline"``.
+    world_size : int
+    backend : str
+    max_rel_error : float
+        The largest relative error (``max |a - b| / max |b|`` per tensor) of the outputs,
+        the loss and every parameter's gradient against the single-process run.
+    errors : mapping
+        That error per compared tensor (``"output"``, ``"loss"``, ``"grad:<name>"``).
+    collectives : tuple of CollectiveRow
+    memory : tuple of MemoryRow
+    step_seconds : tuple of float
+        The measured step (forward, loss, backward, optimizer step) per rank.
+    """
+
+    plan_kind: str
+    world_size: int
+    backend: str
+    max_rel_error: float
+    errors: Mapping[str, float]
+    collectives: tuple[CollectiveRow, ...]
+    memory: tuple[MemoryRow, ...]
+    step_seconds: tuple[float, ...]
+
+    @property
+    def max_collective_error(self) -> float:
+        """The largest :attr:`CollectiveRow.rel_error`."""
+        return max((r.rel_error for r in self.collectives), default=0.0)
+
+    @property
+    def max_memory_error(self) -> float:
+        """The largest :attr:`MemoryRow.rel_error`."""
+        return max((r.rel_error for r in self.memory), default=0.0)
+
+    def __str__(self) -> str:
+        return format_audit(self)
+
+    # -------------------------------------------------------------- JSON
+    def to_dict(self) -> dict:
+        """JSON-ready data; :meth:`from_dict` gives back an equal audit."""
+        out: dict[str, Any] = {"format": AUDIT_FORMAT, "version": AUDIT_FORMAT_VERSION}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("collectives", "memory"):
+                v = [{g.name: (dict(getattr(r, g.name)) if isinstance(getattr(r, g.name),
+                                                                          Mapping)
+                               else getattr(r, g.name)) for g in fields(r)} for r in v]
+            elif isinstance(v, Mapping):
+                v = dict(v)
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = encode(v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping, *, source: str = "<dict>") -> "PlanAudit":
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        FormatError
+            When the data is not a plan-audit document.
+        """
+        data = read_document(source, AUDIT_FORMAT, AUDIT_FORMAT_VERSION, data=data,
+                             what="plan audit")
+        names = {f.name for f in fields(cls)}
+        Fields(source).keys(data, names | {"format", "version"}, required=names)
+        try:
+            kw = {n: decode(data[n]) for n in names}
+            kw["collectives"] = tuple(CollectiveRow(**r) for r in kw["collectives"])
+            kw["memory"] = tuple(MemoryRow(**r) for r in kw["memory"])
+            kw["step_seconds"] = tuple(float(x) for x in kw["step_seconds"])
+            return cls(**kw)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise FormatError(f"{source}: malformed plan audit ({type(exc).__name__}: "
+                              f"{exc})") from None
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the audit as JSON (``.gz``: compressed)."""
+        write_json(path, self.to_dict(), indent=2)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "PlanAudit":
+        """Read an audit written by :meth:`save`."""
+        return cls.from_dict(read_document(path, AUDIT_FORMAT, AUDIT_FORMAT_VERSION,
+                                           what="plan audit"), source=str(path))
+
+
+def _kib(b: float) -> str:
+    return f"{b / 1024:.1f}"
+
+
+def _pct(x: float) -> str:
+    return "inf" if x == float("inf") else f"{100 * x:.1f}%"
+
+
+def format_audit(a: PlanAudit) -> str:
+    """The audit as a readable table."""
+    lines = [f"plan audit ({a.plan_kind}, {a.world_size} ranks, {a.backend}): max relative "
+             f"error {a.max_rel_error:.2e}",
+             "", f"{'layer':<24} {'kind':<10} {'predicted KiB':>14} {'counted KiB':>12} "
+             f"{'diff':>7}"]
+    for r in a.collectives:
+        lines.append(f"{r.layer:<24} {r.kind:<10} {_kib(r.predicted_bytes):>14} "
+                     f"{_kib(r.counted_bytes):>12} {_pct(r.rel_error):>7}")
+    lines += ["", f"{'rank':>4} {'predicted KiB':>14} {'measured KiB':>13} {'diff':>7}  "
+              "measured: params / grads / optimizer / activation peak (KiB)"]
+    for m in a.memory:
+        split = " / ".join(_kib(m.measured.get(k, 0.0)) for k in
+                           ("parameters", "gradients", "optimizer", "activations"))
+        lines.append(f"{m.rank:>4} {_kib(m.predicted_bytes):>14} {_kib(m.measured_bytes):>13}"
+                     f" {_pct(m.rel_error):>7}  {split}")
+    steps = ", ".join(f"{s * 1e3:.1f}" for s in a.step_seconds)
+    lines += ["", f"step per rank (ms): {steps}"]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- counting
+@functools.cache
+def _counter_class() -> type:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CommCounter(TorchDispatchMode):
+        """Records ``(label, kind, op, bytes)`` for every c10d collective that runs."""
+
+        def __init__(self, rank_of_group) -> None:
+            super().__init__()
+            self.rows: list[tuple[str, str, str, float]] = []
+            self.labels: list[tuple[str, str]] = []
+            self._rank_of_group = rank_of_group
+            self._modules = None
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            ns = func.namespace
+            if ns in ("_c10d_functional", "c10d", "_c10d_functional_autograd"):
+                name = func._opname
+                if name not in ("wait_tensor",) and not name.startswith("_"):
+                    self._record(name, args)
+            return func(*args, **kwargs)
+
+        def _record(self, name: str, args) -> None:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            for a in args:
+                if isinstance(a, (list, tuple)):
+                    tensors += [t for t in a if isinstance(t, torch.Tensor)]
+            if not tensors or "recv" in name or name == "barrier":
+                nbytes = 0.0
+            elif "all_to_all" in name or "alltoall" in name:
+                x = tensors[0] if "all_to_all" in name else tensors[1]
+                split = args[2] if "all_to_all" in name else args[3]
+                group = args[3] if "all_to_all" in name else None
+                per = x.numel() // max(x.shape[0], 1) if x.dim() else 1
+                me = self._rank_of_group(group)
+                own = (split[me] * per if split and me is not None else 0)
+                nbytes = float((x.numel() - own) * x.element_size())
+            elif name in ("allgather_", "reduce_scatter_", "alltoall_"):
+                nbytes = float(sum(t.numel() * t.element_size() for t in tensors[-1:]))
+            else:
+                nbytes = float(tensors[0].numel() * tensors[0].element_size())
+            layer, kind = self.labels[-1] if self.labels else (self._module(), name)
+            self.rows.append((layer, kind, name, nbytes))
+
+        def _module(self) -> str:
+            mods = getattr(self._modules, "parents", None)
+            if not mods:
+                return "(unlabelled)"
+            return max(mods, key=len)
+
+        def totals(self) -> dict[tuple[str, str], float]:
+            """Bytes by ``(layer, kind)``."""
+            out: dict[tuple[str, str], float] = {}
+            for layer, kind, _, b in self.rows:
+                out[(layer, kind)] = out.get((layer, kind), 0.0) + b
+            return out
+
+    return CommCounter
+
+
+def _group_rank(group) -> int | None:
+    import torch.distributed as dist
+
+    if group is None:
+        return dist.get_rank()
+    if isinstance(group, str):
+        from torch.distributed.distributed_c10d import _resolve_process_group
+        group = _resolve_process_group(group)
+    r = dist.get_rank(group)
+    return None if r < 0 else r
+
+
+def comm_counter() -> Any:
+    """A new collective counter (a ``TorchDispatchMode``: use it as ``with counter:``).
+
+    ``counter.rows`` lists ``(layer, kind, op, bytes)``; ``counter.totals()`` sums them by
+    ``(layer, kind)``. Collectives issued under no :func:`label` are attributed to the
+    innermost module that runs them when the counter's ``track_modules()`` context is on,
+    else to ``"(unlabelled)"``.
+    """
+    return _counter_class()(_group_rank)
+
+
+def _active_counter() -> Any:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    cls = _counter_class()
+    for mode in reversed(_get_current_dispatch_mode_stack()):
+        if isinstance(mode, cls):
+            return mode
+    return None
+
+
+@contextlib.contextmanager
+def label(layer: str, kind: str) -> Iterator[None]:
+    """Attribute the collectives issued inside to ``(layer, kind)`` in an active counter.
+
+    Examples
+    --------
+    >>> with label("conv1", "transfer"):  # no counter active: nothing happens
+    ...     pass
+    """
+    counter = _active_counter()
+    if counter is None:
+        yield
+        return
+    counter.labels.append((layer, kind))
+    try:
+        yield
+    finally:
+        counter.labels.pop()
+
+
+# ---------------------------------------------------------------------- memory
+class MemoryMeter:
+    """One rank's memory, measured from its tensors.
+
+    Use :meth:`saving` around the forward pass: it records the tensors autograd saves for
+    the backward pass (distinct storages views, parameters left out); the activation peak
+    is their total at the end of the forward pass, when they are all alive. Then
+    :meth:`measure` counts the parameters, gradients and optimizer state.
+    """
+
+    def __init__(self) -> None:
+        self._saved: dict[tuple, int] = {}
+        self._params: set[int] = set()
+
+    @contextlib.contextmanager
+    def saving(self, module) -> Iterator[None]:
+        """Record the tensors saved for backward while the block runs."""
+        import torch
+
+        self._params = {p.untyped_storage().data_ptr() for p in module.parameters()
+                        if p.numel()}
+
+        def pack(t):
+            if t.numel() and t.untyped_storage().data_ptr() not in self._params:
+                key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+                       tuple(t.stride()))
+                self._saved[key] = t.numel() * t.element_size()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield
+
+    def measure(self, module, optimizer) -> dict[str, float]:
+        """``{"parameters", "gradients", "optimizer", "activations": bytes}``."""
+        import torch
+
+        params = [p for p in module.parameters()]
+        state = [v for s in optimizer.state.values() for v in s.values()
+                 if isinstance(v, torch.Tensor) and v.dim() > 0]
+        return {
+            "parameters": float(sum(p.numel() * p.element_size() for p in params)),
+            "gradients": float(sum(p.grad.numel() * p.grad.element_size() for p in params
+                                   if p.grad is not None)),
+            "optimizer": float(sum(v.numel() * v.element_size() for v in state)),
+            "activations": float(sum(self._saved.values())),
+        }

@@ -1,0 +1,186 @@
+"""Where a layer-wise plan puts every tile, and what its program must move (numpy only).
+
+The geometry is the cost model's own (:mod:`milp_parallel.costs`): a layer's configuration
+tiles its output row-major over devices ``0 .. prod(degrees) - 1``
+(:func:`~milp_parallel.configs.tile_boxes`), and a consumer's tile needs the box of each
+input that :meth:`~milp_parallel.graph.Layer.input_region` names. From it:
+
+- :func:`edge_exchange`: for one edge, the box every rank sends every other rank (what the
+  receiver needs and does not hold). Its elements, forward, are what
+  ``CostModel.transfer_seconds`` integrates over the links; the backward pass sends the
+  gradients of the same boxes back (``backward_transfer_factor`` = 1), except from a graph
+  input, which has no gradient (see ``docs/runtime.md``).
+- :func:`sync_groups`: the replica groups of a layer's weight shard
+  (:func:`~milp_parallel.costs.replica_groups`) and the shard bytes ``CostModel`` prices
+  their all-reduce with.
+- :func:`predicted_memory`: ``CostModel.memory_bytes`` summed over the layers, split into
+  parameters, gradients, optimizer state and kept activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..configs import tile_boxes
+from ..costs import replica_groups
+from ..errors import PlanMismatchError
+from ..topology import DTYPE_BYTES
+
+__all__ = ["Exchange", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
+           "predicted_memory", "predicted_collectives", "OPTIMIZER_STATE_FACTOR"]
+
+#: Optimizer state per weight, in weights, as the cost model's ``optimizer_state_factor``.
+OPTIMIZER_STATE_FACTOR = {"adam": 2.0, "momentum": 1.0, "sgd": 0.0}
+
+
+def layer_degrees(layer, degrees: Mapping[str, int]) -> np.ndarray:
+    """A plan's ``{dim: degree}`` as one row aligned with ``layer.dims``.
+
+    Raises
+    ------
+    PlanMismatchError
+        A dim the layer does not have.
+    """
+    unknown = sorted(set(degrees) - set(layer.dims))
+    if unknown:
+        raise PlanMismatchError(
+            f"layer {layer.name!r}: the plan splits dim(s) {', '.join(unknown)}, but the "
+            f"module's layer has dims {''.join(layer.dims)}; solve the plan on the graph of "
+            "this module (mp.from_torch(module, example_input))")
+    return np.array([int(degrees.get(d, 1)) for d in layer.dims], dtype=np.int64)
+
+
+def tiles(shape: Sequence[int], degrees: np.ndarray, world: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The output box ``[lo, hi)`` of every rank (empty on ranks the layer does not use),
+    each of shape ``(world, ndim)``."""
+    lo, hi, _ = tile_boxes(tuple(shape), np.asarray(degrees)[None, :], n_tiles=world)
+    return lo[0], hi[0]
+
+
+def _volume(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.maximum(hi - lo, 0).prod(axis=-1)
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What one edge's redistribution moves, rank to rank.
+
+    Attributes
+    ----------
+    producer, consumer : str
+        The edge's layers.
+    input_index : int
+        Which input of the consumer the edge feeds.
+    need_lo, need_hi : numpy.ndarray, shape (world, ndim)
+        The box of the producer's output each rank's consumer tile needs (clipped).
+    hold_lo, hold_hi : numpy.ndarray, shape (world, ndim)
+        The producer's tile on each rank.
+    elements : numpy.ndarray of int, shape (world, world)
+        ``elements[s, r]``: the elements rank ``s`` sends rank ``r`` (0 on the diagonal:
+        a rank keeps what it holds).
+    """
+
+    producer: str
+    consumer: str
+    input_index: int
+    need_lo: np.ndarray
+    need_hi: np.ndarray
+    hold_lo: np.ndarray
+    hold_hi: np.ndarray
+    elements: np.ndarray
+
+    def piece(self, sender: int, receiver: int) -> tuple[np.ndarray, np.ndarray]:
+        """The box ``[lo, hi)`` (global coordinates) ``sender`` has of what ``receiver``
+        needs (empty when none)."""
+        lo = np.maximum(self.hold_lo[sender], self.need_lo[receiver])
+        hi = np.minimum(self.hold_hi[sender], self.need_hi[receiver])
+        return lo, np.maximum(hi, lo)
+
+    @property
+    def moves(self) -> bool:
+        """Whether any rank sends anything."""
+        return bool(self.elements.sum() > 0)
+
+
+def edge_exchange(producer, consumer, input_index: int, cfg_u: np.ndarray, cfg_v: np.ndarray,
+                  world: int) -> Exchange:
+    """The redistribution of the tensor ``producer -> consumer`` (input ``input_index``)."""
+    h_lo, h_hi = tiles(producer.output_shape, cfg_u, world)
+    o_lo, o_hi = tiles(consumer.output_shape, cfg_v, world)
+    n_lo, n_hi = consumer.input_region(input_index, o_lo, o_hi)
+    lo = np.maximum(h_lo[:, None, :], n_lo[None, :, :])
+    hi = np.minimum(h_hi[:, None, :], n_hi[None, :, :])
+    el = _volume(lo, hi)
+    np.fill_diagonal(el, 0)
+    return Exchange(producer.name, consumer.name, int(input_index), n_lo, n_hi, h_lo, h_hi, el)
+
+
+def sync_groups(layer, degrees: np.ndarray) -> tuple[tuple[tuple[int, ...], ...], float]:
+    """The groups of ranks that hold the same weight shard of ``layer`` (those with more
+    than one rank) and the shard's elements as the cost model prices them (``params /
+    shards``)."""
+    if layer.params <= 0:
+        return (), 0.0
+    split = [d in layer.weight_split_dims for d in layer.dims]
+    groups = replica_groups(degrees, split)
+    shards = int(np.prod([k for k, s in zip(degrees, split) if s], dtype=np.int64))
+    rows = tuple(tuple(int(x) for x in g) for g in groups if len(g) > 1)
+    return rows, float(layer.params) / shards
+
+
+def _bytes_per_element(plan) -> int:
+    return DTYPE_BYTES.get(getattr(plan, "dtype", "fp32"), 4)
+
+
+def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], float]:
+    """What the plan's cost model prices, in bytes summed over the ranks.
+
+    ``(consumer, "transfer")``: every redistribution into the layer, forward plus backward
+    (the backward only for an edge that carries a gradient: not from a graph input);
+    ``(layer, "sync")``: the gradient all-reduce of the layer's weight shard, counted as the
+    shard's bytes once per rank of a replica group.
+    """
+    bpe = _bytes_per_element(plan)
+    cfg = {lc.name: layer_degrees(graph.layer(lc.name), lc.degrees) for lc in plan.layers}
+    out: dict[tuple[str, str], float] = {}
+    for u, v, i in graph.edges:
+        ex = edge_exchange(graph.layer(u), graph.layer(v), i, cfg[u], cfg[v], world)
+        if ex.moves:
+            passes = 1 if graph.layer(u).op == "input" else 2
+            key = (v, "transfer")
+            out[key] = out.get(key, 0.0) + passes * float(ex.elements.sum()) * bpe
+    for lc in plan.layers:
+        groups, shard = sync_groups(graph.layer(lc.name), cfg[lc.name])
+        if groups:
+            out[(lc.name, "sync")] = shard * bpe * sum(len(g) for g in groups)
+    return out
+
+
+def predicted_memory(plan, graph, world: int, optimizer_state_factor: float = 2.0
+                     ) -> list[dict[str, float]]:
+    """Per rank, ``CostModel.memory_bytes`` summed over the plan's layers, split into
+    ``parameters``, ``gradients``, ``optimizer`` and ``activations`` (every layer's output
+    tile, kept for the backward pass)."""
+    bpe = _bytes_per_element(plan)
+    rows = [dict.fromkeys(("parameters", "gradients", "optimizer", "activations"), 0.0)
+            for _ in range(world)]
+    for lc in plan.layers:
+        layer = graph.layer(lc.name)
+        deg = layer_degrees(layer, lc.degrees)
+        lo, hi = tiles(layer.output_shape, deg, world)
+        act = _volume(lo, hi).astype(float) * bpe
+        shards = int(np.prod([k for d, k in zip(layer.dims, deg)
+                              if d in layer.weight_split_dims], dtype=np.int64))
+        w = float(layer.params) * bpe / shards
+        used = int(np.prod(deg))
+        for r in range(world):
+            rows[r]["activations"] += float(act[r])
+            if layer.params > 0 and r < used:
+                rows[r]["parameters"] += w
+                rows[r]["gradients"] += w
+                rows[r]["optimizer"] += optimizer_state_factor * w
+    return rows
