@@ -113,7 +113,7 @@ class LayerwiseModule(nn.Module):
         self.world = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
         self._group = group or dist.group.WORLD
-        self._gm = gm
+        self.__dict__["_gm"] = gm     # not a submodule: its parameters are the originals
         self._layer_of = layer_of
         self._cfg = {lc.name: layer_degrees(graph.layer(lc.name), lc.degrees)
                      for lc in plan.layers}
@@ -423,7 +423,7 @@ class LayerwiseModule(nn.Module):
         return outs[0]
 
     def _assemble(self, local, lo, hi, shape):
-        flat = [t.reshape(-1) for t in funcol.all_gather_tensor(
+        flat = [t.reshape(-1) for t in funcol.all_gather_single(
             torch.nn.functional.pad(local.detach().reshape(-1),
                                     (0, int(max(np.prod(hi - lo, axis=1))) - local.numel())),
             0, self._group).chunk(self.world)]

@@ -24,10 +24,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..configs import tile_boxes
-from ..costs import replica_groups
 from ..errors import PlanMismatchError
-from ..topology import DTYPE_BYTES
+
+try:        # the cost model's geometry, wherever the reorganization has put it
+    from ..costs.configs import tile_boxes
+    from ..costs.model import replica_groups
+    from ..machine.topology import DTYPE_BYTES
+except ImportError:     # pragma: no cover - the flat layout before issue 23
+    from ..configs import tile_boxes
+    from ..costs import replica_groups
+    from ..topology import DTYPE_BYTES
 
 __all__ = ["Exchange", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
            "predicted_memory", "predicted_collectives", "OPTIMIZER_STATE_FACTOR"]

@@ -78,8 +78,11 @@ def _graph(module, example_inputs):
 
 
 def _lw_collectives(plan, module, example_inputs):
+    from .layerwise import check_plan_fits
     from .layout import predicted_collectives
-    return predicted_collectives(plan, _graph(module, example_inputs), plan.devices)
+    graph = _graph(module, example_inputs)
+    check_plan_fits(plan, graph)      # before any process is spawned
+    return predicted_collectives(plan, graph, plan.devices)
 
 
 def _lw_memory(plan, module, example_inputs, optimizer):
