@@ -7,6 +7,9 @@ each message says what was wrong, where, and how to fix it.
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 __all__ = [
     "MilpParallelError",
     "InvalidProblemError",
@@ -148,3 +151,34 @@ class PlanMismatchError(MilpParallelError, ValueError):
     not have (or the reverse), a shape or batch that differs from the plan's, a world size
     other than the plan's device count, or a configuration the runtime cannot run (the message
     names the layer and what to change)."""
+
+
+# not in __all__: a helper of the package's modules, not part of the surface
+def require(package: str, extra: str, feature: str) -> ModuleType:
+    """Import ``package`` or raise :class:`MissingDependencyError`.
+
+    Parameters
+    ----------
+    package : str
+        The module to import, e.g. ``"onnx"``.
+    extra : str
+        The milp_parallel extra that installs it, e.g. ``"onnx"``.
+    feature : str
+        What needs it, for the message, e.g. ``"from_onnx()"``.
+
+    Returns
+    -------
+    module
+        The imported module.
+
+    Raises
+    ------
+    MissingDependencyError
+        When ``package`` cannot be imported.
+    """
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{feature} needs the '{package}' package, which is not installed ({exc}); "
+            f"install it with: pip install 'milp_parallel[{extra}]'") from exc

@@ -116,7 +116,7 @@ def load_cluster(cluster: Any, *, devices: int | None = None) -> tuple[Any, str]
     >>> name, topo.n_devices
     ('abci', 64)
     """
-    from .topology import Topology
+    from .machine.topology import Topology
     if devices is not None and (not _is_count(devices) or devices < 1):
         raise InvalidTopologyError(f"devices={devices!r:.40}: give a whole number >= 1 (the "
                                    "first devices of the cluster)")
@@ -129,7 +129,7 @@ def load_cluster(cluster: Any, *, devices: int | None = None) -> tuple[Any, str]
                               "or the path of a cluster JSON file)")
         topo = Topology.load(path)
     elif isinstance(cluster, str):
-        from . import clusters
+        from .machine import clusters
         topo = (clusters.get(cluster) if devices is None
                 else clusters.for_devices(cluster, int(devices)))
     else:

@@ -19,8 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ._optional import require
-from .errors import FileWriteError, FormatError
+from .errors import FileWriteError, FormatError, require
 from .sweep import FAILED_STATUSES, INFEASIBLE, OK_STATUSES
 
 __all__ = ["plot_plan", "plot_sweep", "plot_oracle_scaling", "summary_table", "write_report",

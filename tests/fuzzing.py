@@ -221,7 +221,7 @@ def _read_graph(p: Path):
 
 
 def _read_topology(p: Path):
-    from milp_parallel.topology import Topology
+    from milp_parallel.machine.topology import Topology
     return Topology.load(p)
 
 
@@ -241,19 +241,19 @@ def _read_sweep(p: Path):
 
 
 def _read_net(p: Path):
-    from milp_parallel.paradl import read_net, to_layer_graph
+    from milp_parallel.oracle.paradl_files import read_net, to_layer_graph
     table = read_net(p)
     to_layer_graph(table)
     return table
 
 
 def _read_platform(p: Path):
-    from milp_parallel.paradl import read_platform
+    from milp_parallel.oracle.paradl_files import read_platform
     return read_platform(p)
 
 
 def _read_mask(p: Path):
-    from milp_parallel.paradl import read_mask
+    from milp_parallel.oracle.paradl_files import read_mask
     return read_mask(p)
 
 

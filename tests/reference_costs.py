@@ -56,7 +56,7 @@ def receive_seconds(cm, h_lo, h_hi, t_h, n_lo, n_hi, t_r):
 
 def transfer_seconds(cm, producer, consumer, input_index, cu, cv):
     """:meth:`CostModel.transfer_seconds` with :func:`receive_seconds` as the kernel."""
-    from milp_parallel.configs import tile_boxes
+    from milp_parallel.costs.configs import tile_boxes
     cu = np.atleast_2d(np.asarray(cu, dtype=np.int64))
     cv = np.atleast_2d(np.asarray(cv, dtype=np.int64))
     p_lo, p_hi, _ = tile_boxes(producer.output_shape, cu)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from milp_parallel import clusters, models, solve_problem
-from milp_parallel.build import BuiltProblem, build, build_problem
-from milp_parallel.configs import ConfigOptions, enumerate_configs
 from milp_parallel.costs import CostModel
+from milp_parallel.costs.build import BuiltProblem, build, build_problem
+from milp_parallel.costs.configs import ConfigOptions, enumerate_configs
 from milp_parallel.errors import InvalidOptionError, InvalidTopologyError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.problem import Problem

@@ -6,14 +6,19 @@ import json
 import numpy as np
 import pytest
 
-from milp_parallel.calibrate import Measurement, fit_alpha_beta, load_report, overlap_efficiency
 from milp_parallel.cli import main
 from milp_parallel.errors import InvalidTopologyError
-from milp_parallel.topology import Topology
+from milp_parallel.machine.topology import Topology
+from milp_parallel.measure.calibrate import (
+    Measurement,
+    fit_alpha_beta,
+    load_report,
+    overlap_efficiency,
+)
 
 
 def synthetic(alpha, bw, r, noise=0.0, seed=0):
-    """Timings of the three kinds from the formulas of milp_parallel.collectives."""
+    """Timings of the three kinds from the formulas of milp_parallel.machine.collectives."""
     rng = np.random.default_rng(seed)
     out = []
     for m in (4096 * 4 ** i for i in range(7)):

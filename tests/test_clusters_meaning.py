@@ -15,7 +15,7 @@ import milp_parallel as mp
 from milp_parallel import clusters, models
 from milp_parallel.costs import CostModel
 from milp_parallel.errors import InvalidOptionError, UnknownNameError, UnknownOptionError
-from milp_parallel.topology import DTYPE_BYTES, Topology
+from milp_parallel.machine.topology import DTYPE_BYTES, Topology
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import clusters
-from milp_parallel.configs import (
+from milp_parallel.costs.configs import (
     ConfigOptions,
     config_counts,
     config_label,

@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milp_parallel import clusters
-from milp_parallel.configs import ConfigOptions, enumerate_configs, tile_boxes
 from milp_parallel.costs import CostModel
+from milp_parallel.costs.configs import ConfigOptions, enumerate_configs, tile_boxes
 from milp_parallel.errors import InvalidTopologyError
 from milp_parallel.graph import LayerGraph
-from milp_parallel.topology import Device, Level, Topology
+from milp_parallel.machine.topology import Device, Level, Topology
 
 NV_BW, NV_LAT, IB_BW, IB_LAT = 50e9, 9e-6, 12.5e9, 40.31e-6
 
@@ -97,7 +97,7 @@ def test_conv_roofline_by_hand():
     fwd, bwd, upd = cm.compute_phases(conv, np.array([[1, 1, 1, 1]]), graph_inputs=(True,))
     assert bwd[0] == pytest.approx(f / (speed / 4) + launch, rel=1e-12)
     # without tile quantization the channel split is four times as fast per FLOP
-    from milp_parallel.roofline import RooflineParams
+    from milp_parallel.machine.roofline import RooflineParams
     flat = CostModel(clusters.get("abci", nodes=1), roofline=RooflineParams(gemm_tile=0))
     assert flat.compute_seconds(conv, np.array([[1, 4, 1, 1]]))[0] == pytest.approx(
         expect(f / 4, 8 * 16 * 32 * 32, 8 * 8 * 32 * 32, w / 4, 1.0), rel=1e-12)

@@ -13,9 +13,9 @@ from milp_parallel import clusters, models
 from milp_parallel.errors import FormatError, InvalidProblemError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.io import Fields, decode, encode, read_document, read_json, write_json
+from milp_parallel.machine.topology import Topology
 from milp_parallel.plan import Plan, solve
 from milp_parallel.problem import Problem, load_problem
-from milp_parallel.topology import Topology
 
 from fuzzing import EXAMPLE
 

@@ -9,8 +9,8 @@ import resource
 import pytest
 
 from milp_parallel import clusters, models, solve
-from milp_parallel.build import build, build_problem
-from milp_parallel.configs import ConfigOptions, SizeLimits, enumerate_configs
+from milp_parallel.costs.build import build, build_problem
+from milp_parallel.costs.configs import ConfigOptions, SizeLimits, enumerate_configs
 from milp_parallel.errors import (
     InvalidOptionError,
     InvalidTopologyError,
@@ -73,7 +73,7 @@ def test_device_counts_power_of_two_degrees_cannot_use_are_refused(devices):
 
 
 def test_a_cluster_of_six_devices_needs_any_divisor():
-    from milp_parallel.topology import Device, Level, Topology
+    from milp_parallel.machine.topology import Device, Level, Topology
     six = Topology(Device("g", 16e9, 1e13), [Level("nv", 2, 50e9, 9e-6),
                                              Level("ib", 3, 12.5e9, 4e-5)], "six")
     with pytest.raises(InvalidTopologyError, match="cluster 'six' has 6 devices.*use 4 or 8"):

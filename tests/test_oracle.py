@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from milp_parallel import oracle, paradl
+from milp_parallel import oracle
 from milp_parallel.errors import UnknownNameError
+from milp_parallel.oracle import paradl_files as paradl
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "paradl"
 LOGS = sorted((DATA / "logs").glob("*.log"))
@@ -107,7 +108,7 @@ def test_project_paradl_mode_equals_summary():
 
 @pytest.fixture(scope="module")
 def abci():
-    clusters = pytest.importorskip("milp_parallel.clusters")
+    clusters = pytest.importorskip("milp_parallel.machine.clusters")
     return clusters.get("abci", nodes=64)
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from milp_parallel import paradl
 from milp_parallel.errors import FormatError
+from milp_parallel.oracle import paradl_files as paradl
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "paradl"
 

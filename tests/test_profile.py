@@ -11,7 +11,7 @@ import pytest
 from milp_parallel.errors import FormatError, InvalidGraphError
 from milp_parallel.graph import LayerGraph
 from milp_parallel.importers import MissingDependencyError
-from milp_parallel.profile import (
+from milp_parallel.measure.profile import (
     ProfileEntry,
     ProfileTable,
     layer_signature,
@@ -48,18 +48,18 @@ def test_table_json_round_trip_and_files(tmp_path):
     path = tmp_path / "p.json"
     t.save(path)
     assert ProfileTable.load(path) == t
-    assert json.loads(path.read_text())["format"] == "milp_parallel.profile"
+    assert json.loads(path.read_text())["format"] == "milp_parallel.measure.profile"
 
 
 def test_table_rejects_bad_input(tmp_path):
     with pytest.raises(FormatError, match="seconds"):
         ProfileTable([_entry(seconds=float("nan"))])
-    with pytest.raises(FormatError, match="not a milp_parallel.profile document"):
+    with pytest.raises(FormatError, match="not a milp_parallel.measure.profile document"):
         ProfileTable.from_dict({"format": "other"})
     with pytest.raises(FormatError, match="version"):
-        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 99})
+        ProfileTable.from_dict({"format": "milp_parallel.measure.profile", "version": 99})
     with pytest.raises(FormatError, match=r"entries\[0\]\.\w+ is missing"):
-        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 1,
+        ProfileTable.from_dict({"format": "milp_parallel.measure.profile", "version": 1,
                                 "entries": [{"op": "conv"}]})
     with pytest.raises(FormatError, match="no such file"):
         ProfileTable.load(tmp_path / "none.json")
@@ -147,9 +147,9 @@ def test_missing_torch_names_the_extra(monkeypatch):
 
 def test_cost_model_uses_the_measured_numbers():
     from milp_parallel import clusters
-    from milp_parallel.build import build
-    from milp_parallel.configs import tile_extent
     from milp_parallel.costs import CostModel
+    from milp_parallel.costs.build import build
+    from milp_parallel.costs.configs import tile_extent
 
     g = _small()
     topo = clusters.get("pcie_box", gpus_per_node=2)
@@ -177,8 +177,8 @@ def test_cost_model_uses_the_measured_numbers():
 
 def test_profile_model_writes_a_table_for_a_zoo_model(tmp_path):
     from milp_parallel.costs import CostModel
+    from milp_parallel.measure.profile import profile_model
     from milp_parallel.plan import solve
-    from milp_parallel.profile import profile_model
 
     out = tmp_path / "lenet.json"
     table = profile_model("lenet5", "pcie_box", out, devices=2, batch_size=4, repeats=1,

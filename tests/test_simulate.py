@@ -6,11 +6,11 @@ import pytest
 
 import milp_parallel as mp
 from milp_parallel import clusters
-from milp_parallel.build import build
 from milp_parallel.costs import CostModel
+from milp_parallel.costs.build import build
+from milp_parallel.costs.simulator import simulate_assignment
 from milp_parallel.errors import InvalidAssignmentError
 from milp_parallel.graph import LayerGraph
-from milp_parallel.simulate import simulate_assignment
 
 
 def mlp(batch=32, width=256, layers=3):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from milp_parallel import models, paradl
+from milp_parallel import models
 from milp_parallel.errors import (
     FileWriteError,
     FormatError,
@@ -30,14 +30,15 @@ from milp_parallel.errors import (
 )
 from milp_parallel.graph import _RULES, OP_ATTRS, LayerGraph
 from milp_parallel.io import Fields, read_json, suggest, write_json
-from milp_parallel.problem import Problem, load_problem
-from milp_parallel.profile import (
+from milp_parallel.measure.profile import (
     ProfileCoverage,
     ProfileEntry,
     ProfileTable,
     layer_signature,
     needed_tiles,
 )
+from milp_parallel.oracle import paradl_files as paradl
+from milp_parallel.problem import Problem, load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("MILP_PARALLEL_SHARED", "/work/shared")) / "reference"
@@ -477,7 +478,7 @@ def test_profile_of_another_model_is_refused_and_a_partial_one_reported(tmp_path
     assert isinstance(cov, ProfileCoverage) and not cov.complete
     assert set(cov.matched) == {L.name for L in g.layers if L.op == "conv"}
     assert "relu1" in cov.unmatched and 0 < cov.fraction < 1
-    with caplog.at_level(logging.WARNING, logger="milp_parallel.profile"):
+    with caplog.at_level(logging.WARNING, logger="milp_parallel.measure.profile"):
         plan = mp.solve("lenet5", "pcie_box", devices=4, profile=part)
     assert "profile table part.json prices 2 of 13 layers" in caplog.text
     assert plan is not None
@@ -485,8 +486,8 @@ def test_profile_of_another_model_is_refused_and_a_partial_one_reported(tmp_path
 
 def test_cost_model_keeps_the_coverage():
     from milp_parallel import clusters
-    from milp_parallel.build import build
     from milp_parallel.costs import CostModel
+    from milp_parallel.costs.build import build
 
     topo = clusters.get("pcie_box").with_devices(4)
     cm = CostModel(topo, profile=_lenet_table())

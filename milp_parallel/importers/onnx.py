@@ -57,8 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._optional import require
-from ..errors import FormatError, InvalidGraphError, MilpParallelError
+from ..errors import FormatError, InvalidGraphError, MilpParallelError, require
 from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover

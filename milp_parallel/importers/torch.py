@@ -49,8 +49,7 @@ import operator
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Callable
 
-from .._optional import require
-from ..errors import FormatError, InvalidGraphError
+from ..errors import FormatError, InvalidGraphError, require
 from ._names import UniqueNames
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -54,7 +54,7 @@ import math
 
 import numpy as np
 
-from ..collectives import allgather_cost, allreduce_cost, reducescatter_cost
+from ..machine.collectives import allgather_cost, allreduce_cost, reducescatter_cost
 from .model import Cluster, Net
 
 __all__ = ["HOST_PATH_BANDWIDTH", "HOST_PATH_LATENCY_S", "layer_seconds", "split_ratio",
@@ -85,8 +85,8 @@ def _row_roofline(net: Net, cl: Cluster, batch: float, dim: str | None = None,
     key = ("roof", b, dim, int(degree), None if rows is None else rows.tobytes())
     if key in net.cache:
         return net.cache[key]
-    from ..costs import CostModel
-    from ..topology import Level, Topology
+    from ..costs.model import CostModel
+    from ..machine.topology import Level, Topology
     topo = Topology(cl.topology.device, (Level("tile", max(1, int(degree)), 1e12),), "tile",
                     getattr(cl.topology, "dtype", "fp32"))
     cm = CostModel(topo, bytes_per_element=int(cl.bytes_per_element))

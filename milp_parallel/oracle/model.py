@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import FormatError, InvalidTopologyError
-from ..paradl import NetTable, Platform, read_platform
+from .paradl_files import NetTable, Platform, read_platform
 
 STRATEGIES = ("serial", "data", "spatial", "filter", "channel", "pipeline", "data+filter",
               "data+spatial")
@@ -132,7 +132,7 @@ class Net:
 def _net_from_table(table: NetTable, speed_flops: float) -> Net:
     graph, rows = None, ()
     try:
-        from ..paradl import to_layer_graph
+        from .paradl_files import to_layer_graph
         graph = to_layer_graph(table)
         names = set(graph.names)
         rows = tuple(tuple(n for n in (f"{i}_{name}", f"{i}_flatten") if n in names)
@@ -213,8 +213,8 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float,
     """The formulas' cluster from a Topology, a Platform, a ``.plat`` or cluster JSON path,
     or a preset name (grown by :func:`milp_parallel.clusters.for_devices` to ``devices``,
     as the command line does)."""
-    from .. import clusters as _clusters  # late: written alongside
-    from ..topology import DTYPE_BYTES, Topology
+    from ..machine import clusters as _clusters  # late: written alongside
+    from ..machine.topology import DTYPE_BYTES, Topology
     if isinstance(cluster, (str, Path)) and str(cluster).endswith(".plat"):
         cluster = read_platform(cluster)
     elif isinstance(cluster, str) and cluster in _clusters.names():
@@ -266,7 +266,7 @@ def _cluster(cluster: Any, mode: str, plx_cable_latency_s: float,
 def _platform_topology(plat: Platform):
     """A ParaDL platform as a Topology: its nodes of GPUs, every link at the platform's one
     bandwidth and latency (what a ``.plat`` file states)."""
-    from ..topology import Device, Level, Topology
+    from ..machine.topology import Device, Level, Topology
     per = max(1, int(plat.devices_per_node))
     nodes = max(1, int(plat.max_devices) // per)
     dev = Device(plat.name or "gpu", plat.memory_bytes, plat.speed_flops, 1.0)

@@ -14,7 +14,6 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import FormatError, InvalidOptionError, UnknownNameError
-from ..paradl import NetTable, read_mask, read_net
 from .formulas import (
     FORMULAS,
     ProjectionRow,
@@ -26,6 +25,7 @@ from .formulas import (
     memory_note,
 )
 from .model import PLX_CABLE_LATENCY_S, STRATEGIES, Net, _cluster, _net_from_graph, _net_from_table
+from .paradl_files import NetTable, read_mask, read_net
 
 # --------------------------------------------------------------------------------------------
 # Projection

@@ -11,7 +11,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import FormatError, InvalidOptionError, UnknownNameError
-from ..paradl import NetTable, Platform, read_mask, read_net, read_platform
 from .formulas import (
     ProjectionRow,
     _act,
@@ -23,6 +22,7 @@ from .formulas import (
     _spatial,
 )
 from .model import BYTES_PER_ELEMENT, PLX_CABLE_LATENCY_S, _cluster, _net_from_table
+from .paradl_files import NetTable, Platform, read_mask, read_net, read_platform
 
 logger = logging.getLogger(__name__)
 

@@ -81,8 +81,9 @@ def _infeasible_error(problem: Problem, result: SolveResult | None, what: str
 def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: Any = None,
             cluster: Any = None) -> Explanation:
     """:meth:`Plan.explain` as a function (see there)."""
-    from .. import clusters, models
+    from .. import models
     from ..errors import UnknownNameError
+    from ..machine import clusters
     inputs: _SolveInputs | None = plan.inputs
     if model is not None or cluster is not None or inputs is None:
         m = model if model is not None else (inputs.model if inputs else plan.model)
@@ -459,7 +460,7 @@ def _simulations(built, problem: Problem, a: np.ndarray, simulate: bool,
     The candidates are the ``rerank`` best assignments of ``problem`` by predicted time and
     the baselines (feasible ones, not already among them), so the plan is never slower in
     simulation than a baseline."""
-    from ..simulate import simulate_assignment
+    from ..costs.simulator import simulate_assignment
     cache: dict[tuple, float] = {}
 
     def sim(assignment) -> float | None:

@@ -97,7 +97,7 @@ class _Built:
 def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
            config_options=None, cost_model=None, profile=None,
            batch_per_device=None) -> _Built:
-    from ..build import build
+    from ..costs.build import build
 
     check_exclusive(batch_size=batch_size, batch_per_device=batch_per_device)
     check_exclusive(cost_model=cost_model, profile=profile)
@@ -109,8 +109,8 @@ def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
     graph, model_name = load_model(model, batch_size=batch_size)
     _check_dims(space, graph, model_name)
     if profile is not None:
-        from ..costs import CostModel
-        from ..profile import ProfileTable
+        from ..costs.model import CostModel
+        from ..measure.profile import ProfileTable
         if not isinstance(profile, ProfileTable):
             if not isinstance(profile, (str, os.PathLike)):
                 raise InvalidOptionError(f"profile must be a ProfileTable or the path of a "
@@ -129,7 +129,7 @@ def _config_space(config_options) -> dict[str, Any]:
     """``config_options`` as build keywords, every key and value checked (see
     :class:`~milp_parallel.configs.ConfigOptions` and :class:`~milp_parallel.configs.
     SizeLimits`)."""
-    from ..configs import ConfigOptions, SizeLimits
+    from ..costs.configs import ConfigOptions, SizeLimits
     if config_options is None:
         return {}
     if isinstance(config_options, ConfigOptions):
@@ -164,7 +164,7 @@ def _check_dims(space: Mapping[str, Any], graph, model_name: str) -> None:
 
 
 def _check_cost_model(cost_model) -> None:
-    from ..costs import CostModel
+    from ..costs.model import CostModel
     if cost_model is not None and not isinstance(cost_model, CostModel):
         raise InvalidOptionError(
             f"cost_model must be a milp_parallel.costs.CostModel made for the cluster (e.g. "

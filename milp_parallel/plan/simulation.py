@@ -10,8 +10,8 @@ import math
 import os
 from typing import Any, Mapping
 
+from ..costs.simulator import _USE_MODEL, SimulationResult, simulate_assignment
 from ..errors import InvalidAssignmentError, InvalidOptionError
-from ..simulate import _USE_MODEL, SimulationResult, simulate_assignment
 from .prepare import _build
 from .result import Plan
 
@@ -50,7 +50,7 @@ def simulate(target, assignment=None, *, model=None, cluster=None, cost_model=No
     UnknownNameError, FormatError
         When the plan's model or cluster cannot be found again.
     """
-    from ..build import BuiltProblem
+    from ..costs.build import BuiltProblem
     if isinstance(target, BuiltProblem):
         if assignment is None:
             raise InvalidAssignmentError("simulate(built_problem) needs an assignment")

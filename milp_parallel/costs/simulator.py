@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from .collectives import cost_table
+from ..errors import InvalidAssignmentError
+from ..machine.collectives import cost_table
 from .configs import tile_boxes
-from .errors import InvalidAssignmentError
 
 __all__ = ["SimulationResult", "Task", "simulate_assignment"]
 
@@ -246,7 +246,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         groups, gbytes = None, 0.0
         if lay.params > 0:
             split = tuple(d in lay.weight_split_dims for d in lay.dims)
-            from .costs import replica_groups
+            from .model import replica_groups
             groups = replica_groups(row, split)
             shards = int(np.prod([k for k, s in zip(row, split) if s]) or 1)
             gbytes = float(lay.params) * cm.bytes_per_element / shards
@@ -383,17 +383,3 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
 
 
 _ALGS = ("ring", "tree", "hierarchical")
-
-
-def __getattr__(name: str) -> Any:
-    # simulate(plan) lives beside the Plan it takes (milp_parallel.plan.simulation)
-    if name == "simulate":
-        import warnings
-
-        from .plan.simulation import simulate
-        warnings.warn("milp_parallel.simulate.simulate moved to milp_parallel.plan.simulate "
-                      "(also milp_parallel.simulate(...) at the top level)",
-                      DeprecationWarning, stacklevel=2)
-        return simulate
-    raise AttributeError(f"module 'milp_parallel.simulate' has no attribute {name!r}")
-

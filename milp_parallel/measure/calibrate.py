@@ -55,10 +55,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._optional import require
-from .errors import InvalidTopologyError
-from .roofline import RooflineParams
-from .topology import Device, Level, Topology
+from ..errors import InvalidTopologyError, require
+from ..machine.roofline import RooflineParams
+from ..machine.topology import Device, Level, Topology
 
 __all__ = ["Measurement", "Fit", "fit_alpha_beta", "measure_collectives", "measure_device",
            "overlap_efficiency", "profile_concurrently", "calibrate", "load_report",
@@ -523,7 +522,7 @@ def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,
         topo.save(out)
         out.with_name(out.stem + ".calibration.json").write_text(json.dumps(report, indent=1))
     if profile_path is not None:
-        from .models import get as get_model
+        from ..models import get as get_model
         from .profile import ProfileTable
         table = None
         for m in models:

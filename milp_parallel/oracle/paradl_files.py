@@ -52,11 +52,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import FormatError, InvalidGraphError
-from .io import read_text, suggest
+from ..errors import FormatError, InvalidGraphError
+from ..io import read_text, suggest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .graph import LayerGraph
+    from ..graph import LayerGraph
 
 __all__ = [
     "LAYER_KINDS",
@@ -608,7 +608,7 @@ def to_layer_graph(table: NetTable, *, batch_size: int = 1) -> "LayerGraph":
     InvalidGraphError
         When a row's shape cannot be produced by the corresponding LayerGraph operation.
     """
-    from . import graph as _graph  # late import: graph.py is a sibling module
+    from .. import graph as _graph  # late import: graph is a sibling stage
 
     g = _graph.LayerGraph()
     x0 = tuple(int(v) for v in table.x_shapes[0])

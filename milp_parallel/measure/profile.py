@@ -97,10 +97,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ._optional import require
-from .errors import FormatError, InvalidGraphError, InvalidOptionError
-from .graph import OPS
-from .io import Fields, describe_type, dumps, loads, read_document, read_json, suggest, write_json
+from ..errors import FormatError, InvalidGraphError, InvalidOptionError, require
+from ..graph import OPS
+from ..io import Fields, describe_type, dumps, loads, read_document, read_json, suggest, write_json
 
 __all__ = ["ProfileEntry", "ProfileTable", "ProfileCoverage", "profile_layers", "profile_model",
            "layer_signature", "needed_tiles", "PROFILE_FORMAT", "PROFILE_FORMAT_VERSION"]
@@ -536,7 +535,7 @@ def needed_tiles(graph: Any, topology_or_configs: Any, *, options: Any = None
     """
     if isinstance(topology_or_configs, (int, np.integer)) or hasattr(
             topology_or_configs, "n_devices"):
-        from .configs import enumerate_configs, tile_extent
+        from ..costs.configs import enumerate_configs, tile_extent
 
         n = int(getattr(topology_or_configs, "n_devices", topology_or_configs))
         pairs = []
@@ -829,7 +828,7 @@ def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, 
     ProfileTable
     """
     if isinstance(model, str):
-        from . import models
+        from .. import models
 
         graph = models.get(model) if batch_size is None else models.get(model,
                                                                          batch_size=batch_size)
@@ -838,7 +837,7 @@ def profile_model(model: Any, cluster: Any, out_path: str | Path | None = None, 
     if batch_size is not None and graph.batch_size != batch_size:
         graph = graph.with_batch_size(batch_size)
     if isinstance(cluster, str):
-        from . import clusters
+        from ..machine import clusters
 
         topology = clusters.get(cluster, nodes)
     else:

@@ -29,12 +29,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..errors import InvalidOptionError, InvalidTopologyError, UnknownOptionError
+from ..machine.topology import Topology
+from ..problem import Problem
+from ..units import NO_LIMIT, parse_memory_limit
 from .configs import ConfigOptions, SizeLimits, check_device_count, config_labels, enumerate_configs
-from .costs import CostModel
-from .errors import InvalidOptionError, InvalidTopologyError, UnknownOptionError
-from .problem import Problem
-from .topology import Topology
-from .units import NO_LIMIT, parse_memory_limit
+from .model import CostModel
 
 __all__ = ["build", "build_problem", "BuiltProblem", "FOLLOW_OPS"]
 

@@ -33,8 +33,8 @@ from typing import Mapping
 
 import numpy as np
 
-from .errors import InvalidGraphError, InvalidTopologyError, ProblemTooLargeError
-from .validation import check_bool, check_keys, check_mapping, check_whole
+from ..errors import InvalidGraphError, InvalidTopologyError, ProblemTooLargeError
+from ..validation import check_bool, check_keys, check_mapping, check_whole
 
 __all__ = ["ConfigOptions", "SizeLimits", "enumerate_configs", "config_label", "config_labels",
            "config_counts", "tile_boxes", "tile_extent", "check_device_count"]
@@ -46,7 +46,7 @@ def _frozen_map(m, what: str) -> Mapping[str, int]:
     """A read-only ``{dim letter: positive int}``: every letter a known dimension letter
     (:data:`~milp_parallel.graph.DIM_LETTERS`, nearest one suggested), every value a whole
     number >= 1."""
-    from .graph import DIM_LETTERS
+    from ..graph import DIM_LETTERS
     option = f"config_options.{what}"
     m = check_mapping(option, {} if m is None else m, "from dimension letter to a whole "
                       "number, e.g. {'h': 4}")
@@ -333,7 +333,7 @@ class SizeLimits:
     max_memory_entries: int = 100_000_000
 
     def __post_init__(self) -> None:
-        from .errors import InvalidOptionError
+        from ..errors import InvalidOptionError
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) \

@@ -59,7 +59,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import InvalidTopologyError
+from ..errors import InvalidTopologyError
 
 __all__ = ["ALGORITHMS", "CollectiveCost", "group_levels", "cost_table", "allreduce_cost",
            "allgather_cost", "reducescatter_cost", "p2p_seconds", "best"]

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidTopologyError
+from ..errors import InvalidTopologyError
 
 __all__ = ["Device", "Level", "Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_FORMAT_VERSION",
            "DTYPE_BYTES"]
@@ -65,7 +65,7 @@ _LEVEL_KEYS = frozenset({"name", "fanout", "bandwidth_bytes_per_s", "latency_s",
 
 
 def _unknown_dtype(value: Any, *, key: bool = False) -> str:
-    from .io import describe_type, suggest
+    from ..io import describe_type, suggest
     what = "is not a known dtype" if key else f"must be a known dtype, got {describe_type(value)}"
     return f"{what}{suggest(value, DTYPE_BYTES) or ';'} known: {', '.join(DTYPE_BYTES)}"
 
@@ -579,7 +579,7 @@ class Topology:
         InvalidTopologyError
             When a value is invalid (non-positive bandwidth, ...).
         """
-        from .io import Fields, read_document
+        from ..io import Fields, read_document
         f = Fields(source)
         if isinstance(data, dict) and data.get("format", TOPOLOGY_FORMAT) == TOPOLOGY_FORMAT:
             # keys first, so a misspelled "format" or "version" is named as such (a document
@@ -641,7 +641,7 @@ class Topology:
 
     def save(self, path: str | Path) -> None:
         """Write :meth:`to_dict` as JSON (floats round-trip exactly; gzip if it ends in .gz)."""
-        from .io import write_json
+        from ..io import write_json
         write_json(path, self.to_dict(), indent=1)
 
     @classmethod
@@ -656,7 +656,7 @@ class Topology:
         InvalidTopologyError
             An invalid value (names the file).
         """
-        from .io import read_json
+        from ..io import read_json
         return cls.from_dict(read_json(path, what="topology file"), source=str(path))
 
     def __repr__(self) -> str:

@@ -63,9 +63,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .errors import InvalidOptionError, UnknownNameError, UnknownOptionError
-from .io import suggest
-from .solvers.base import Option, check_choice, check_int
+from ..errors import InvalidOptionError, UnknownNameError, UnknownOptionError
+from ..io import suggest
+from ..solvers.base import Option, check_choice, check_int
 from .topology import DTYPE_BYTES, Device, Level, Topology
 
 __all__ = ["get", "names", "describe", "load", "for_devices", "dtypes", "preset_options",

@@ -91,7 +91,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidTopologyError
+from ..errors import InvalidTopologyError
 
 __all__ = ["RooflineParams", "TileWork", "OP_CLASS", "tile_work", "phase_seconds",
            "roofline_seconds", "tile_efficiency"]
