@@ -22,7 +22,7 @@ keeps at least one optimal assignment on its own (tested against enumeration in
 ``fold``
     A node with one configuration left is fixed: its cost joins the constant, its edge rows
     join the neighbours' node costs, its memory comes off the rows' budgets. An edge whose
-    table is additive (``t[c, c'] = a[c] + b[c']``) is folded into the two nodes' costs.
+    table is additive (``t[c, c'] = a[c] + b[c']``, no forbidden entry) is folded away.
 ``bound``
     Given an upper bound ``U`` (the cost of a feasible assignment), every configuration and
     pair whose cost alone makes every completion cost more than ``U`` is removed; the lower
@@ -32,9 +32,7 @@ keeps at least one optimal assignment on its own (tested against enumeration in
     multipliers on the memory rows raised by subgradient steps: its bound gives every
     configuration and pair a lower bound on the assignments that use it (reduced-cost
     fixing against ``U``), and its rounding, polished by local search, a better incumbent
-    ``U``. On problems whose LP relaxation is tight this proves the optimum by itself
-    (the bound meets the incumbent); IOPDDL's ``1e18`` "effectively forbidden" costs are
-    removed this way as soon as an incumbent without them is known.
+    ``U``. On problems whose LP relaxation is tight this proves the optimum by itself.
 
 With ``presolve="dp"`` (an explicit option, never a default, never used by a cross-check)
 two steps that use the exact graph search run first: the DP's unconstrained optimum as an
