@@ -170,3 +170,18 @@ def test_moved_names_of_the_face_still_warn():
         warnings.simplefilter("always")
         assert milp_parallel.CostModel is importlib.import_module("milp_parallel.costs").CostModel
     assert any(issubclass(w.category, DeprecationWarning) for w in seen)
+
+
+def test_the_readme_table_names_the_tree():
+    readme = (ROOT / "README.md").read_text()
+    head = readme.index("| step | API | module")
+    rows = [r for r in readme[head:].split("\n\n")[0].splitlines()[2:] if r.startswith("|")]
+    named = set()
+    for row in rows:
+        cell = row.rstrip("|").rsplit("|", 1)[1]
+        for name in cell.split("`")[1::2]:
+            named.add(name)
+            assert (PACKAGE / name).exists(), f"the README names {name}, which is not there"
+    # every folder and top-level module of a stage is in the table
+    stages = {p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert stages - named <= {"data/"}, stages - named
