@@ -134,3 +134,27 @@ def test_a_tiny_time_limit_gives_an_honest_status(backend):
         assert r.assignment is not None and r.gap >= 0 and r.bound <= r.objective
     else:
         assert r.assignment is None
+
+
+@pytest.mark.parametrize("case", ["chain", "all_live", "intervals", "forbidden", "contracted"])
+def test_every_stats_key_is_declared_once(backend, case):
+    from milp_parallel.solvers.result import STATS_KEYS
+    p = {"chain": _chain(), "all_live": _budgeted(False), "intervals": _budgeted(True),
+         "forbidden": _chain(seed=5)}.get(case)
+    opts = {}
+    if case == "forbidden":
+        p = p.with_costs(p.node_costs, [np.where(t > 6, 1e18, t) for t in p.edge_costs])
+    if case == "contracted":
+        if backend.name not in ("highs", "cbc", "cpsat"):
+            pytest.skip("contraction is a MILP backend's option")
+        same = np.where(np.eye(3, dtype=bool), 0.0, 1e18)
+        p = Problem([np.arange(3.0)] * 3, [(0, 1), (1, 2)], [same, same])
+        opts = {"contract": "on"}
+    try:
+        r = solve_problem(p, backend.name, time_limit=20, **opts)
+    except UnsupportedProblemError:
+        pytest.skip(f"{backend.name} does not take this memory model")
+    undeclared = set(r.stats) - set(STATS_KEYS)
+    assert not undeclared, f"{backend.name} writes undeclared stats keys {sorted(undeclared)}"
+    r = solve_problem(p, "auto", time_limit=20)
+    assert not set(r.stats) - set(STATS_KEYS)

@@ -57,7 +57,7 @@ def test_dp_equals_brute_without_budget(p):
 def test_dp_equals_brute_with_all_live_budget(p):
     r = solve_problem(p, "dp")
     _agree(p, brute_force(p), r)
-    assert len(r.stats["least_memory"]) == p.n_devices
+    assert len(r.stats["least_peak_memory"]) == p.n_devices
 
 
 @given(problems(memory="intervals", budget=False, max_nodes=7, max_assignments=3000))
@@ -121,7 +121,7 @@ def test_budget_infeasible_reports_least_memory():
     least = np.sum([m.min(axis=0) for m in mem], axis=0)
     r = solve_problem(p.with_memory_limit(least * 0.99), "dp")
     assert r.status == "infeasible" and r.assignment is None
-    np.testing.assert_allclose(r.stats["least_memory"], least)
+    np.testing.assert_allclose(r.stats["least_peak_memory"], least)
     roomy = p.with_memory_limit(least.max())
     _agree(roomy, brute_force(roomy), solve_problem(roomy, "dp"))
 

@@ -49,7 +49,7 @@ def _infeasible_error(problem: Problem, result: SolveResult | None, what: str
                       ) -> InfeasibleError:
     budget = problem.memory_limit
     least = None
-    for key in ("least_memory", "least_peak_memory"):     # dp's and brute's stats
+    for key in ("least_peak_memory",):
         if result is not None and key in result.stats and problem.memory is not None:
             least = np.broadcast_to(np.asarray(result.stats[key], dtype=float),
                                     (problem.n_devices,))

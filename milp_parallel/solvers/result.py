@@ -9,13 +9,75 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["SolveResult", "Progress", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "STATUSES",
-           "OPTIMALITY_RTOL", "relative_gap"]
+           "OPTIMALITY_RTOL", "relative_gap", "STATS_KEYS"]
 
 OPTIMAL = "optimal"        #: proved optimal (gap 0 within the solver's tolerance)
 FEASIBLE = "feasible"      #: a solution, not proved optimal; see bound and gap
 INFEASIBLE = "infeasible"  #: proved that no assignment satisfies the constraints
 UNKNOWN = "unknown"        #: no solution and no proof (e.g. a time limit hit first)
 STATUSES = (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN)
+
+#: Every key a backend may put in :attr:`SolveResult.stats`, with its meaning: one spelling
+#: each, declared once (``tests/test_backend_contract.py`` checks that no backend writes a key
+#: missing here).
+STATS_KEYS: dict[str, str] = {
+    # every backend
+    "forbidden_entries": "forbidden (>= forbidden_cost) entries the answer uses",
+    "forbidden_marker": "the cost of one forbidden entry in the lexicographic copy solved",
+    "sentinel_entries": "the same count, under the MILP backends' older name",
+    "least_peak_memory": "per device, the least peak memory any assignment reaches (bytes)",
+    "used_exact_search": "whether the exact graph search took part (presolve='dp')",
+    "isolated": "whether the solve ran in a child process (a kill-able time limit)",
+    "auto": "the backend solve(..., 'auto') chose",
+    # the exact search (dp)
+    "ordering": "the elimination ordering's heuristic", "treewidth": "its width",
+    "largest_table": "the largest table the elimination built (entries)",
+    "node_eliminations": "degree-2 eliminations", "edge_eliminations": "parallel edges merged",
+    "leaf_eliminations": "degree-1 eliminations",
+    "single_config_eliminations": "nodes with one configuration folded",
+    "nodes_left": "nodes left for the tree decomposition",
+    "binding_devices": "devices whose budget binds", "branch_nodes": "budget search nodes",
+    "dp_runs": "unconstrained solves of the budget search",
+    "fixed_configs": "configurations fixed by the budget search's bounds",
+    "lagrangian_iterations": "iterations of the Lagrangian bound",
+    "local_searches": "local searches of the budget search",
+    "merges": "Pareto merges of the budget search",
+    "shrunk_branch_nodes": "budget search nodes on the shrunk problem",
+    "shrunk_configs": "configurations the shrunk problem keeps",
+    "shrunk_dp_runs": "unconstrained solves on the shrunk problem",
+    "shrunk_fixed_configs": "configurations fixed on the shrunk problem",
+    "shrunk_status": "the shrunk problem's status",
+    "window_table": "the window search's largest table", "window_width": "its width",
+    "pareto": "why the exact Pareto search of one binding device did not finish",
+    "pareto_points": "the Pareto points that search kept",
+    "time_limit_reached": "whether the time limit stopped the search",
+    # brute force
+    "n_assignments": "assignments enumerated", "n_finite_cost": "those of finite cost",
+    "timed_out": "whether the enumeration stopped at the time limit",
+    # the MILP backends
+    "presolve": "'milp' (its own reasoning) or 'dp' (the exact search's steps too)",
+    "reductions": "what each presolve step removed", "presolve_bound": "presolve's bound",
+    "presolve_seconds": "seconds of presolve", "presolve_cut": "presolve steps the deadline cut",
+    "warm_start_source": "where the incumbent came from (heuristic, user, dp)",
+    "incumbent_seconds": "seconds spent finding it",
+    "incumbent_bad_entries": "forbidden entries the heuristic's incumbent uses",
+    "estimated_nonzeros": "nonzeros of the full model, estimated before it is built",
+    "model_skipped": "why no model was built (too many nonzeros, no contraction)",
+    "formulate_seconds": "seconds to write the model", "build_seconds": "seconds to it",
+    "variables": "model variables", "binaries": "of them binary", "rows": "model rows",
+    "onehot_rows": "one-configuration-per-node rows", "marginal_rows": "edge marginal rows",
+    "memory_rows": "memory rows", "nonzeros": "model nonzeros",
+    "solver_time_limit": "the limit handed to the solver library (seconds)",
+    "cost_scale": "the factor costs were scaled by for the solver",
+    "mip_nodes": "branch-and-bound nodes", "native_status": "the library's own status",
+    "solve_seconds": "seconds in the library", "solver_objective": "its objective",
+    "solver_bound": "its bound", "proof": "what proved the status (solver, contracted, ...)",
+    "contracted": "the contraction's groups, states, edges and seconds",
+    "row_generation": "rounds and rows of memory-row generation",
+    "cpsat_model": "CP-SAT's formulation", "cpsat_build_seconds": "seconds it took to build",
+    "ignored_options": "options this backend does not use (a sweep passes one set to all)",
+    "killed_at_time_limit": "whether the isolated solve was killed at the limit",
+}
 
 #: A result is ``optimal`` only when its proved bound is within this relative distance of its
 #: (re-evaluated) objective.

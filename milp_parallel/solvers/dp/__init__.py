@@ -192,7 +192,7 @@ class DPSolver(Solver):
             least, argmins = search.least_memory()
         except OutOfTime:
             return out_of_time(search.best_a)
-        stats["least_memory"] = least
+        stats["least_peak_memory"] = least
         budget = search.budget
         if not np.all(np.isfinite(least)) or np.any(least > budget):
             stats.update(dp_runs=search.dp_runs, lagrangian_iterations=0, branch_nodes=0)
