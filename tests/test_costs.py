@@ -329,7 +329,7 @@ def test_any_divisor_space_is_consistent_with_brute_force_inside_a_node():
 
 
 def test_chunked_transfer_equals_unchunked(monkeypatch):
-    import milp_parallel.costs as costs
+    import milp_parallel.costs.model as costs
     g = LayerGraph()
     g.input("x", (8, 4, 8, 8))
     g.conv("c", "x", 8, 3, padding=1)
@@ -394,7 +394,7 @@ def test_fast_transfer_equals_the_reference_off_powers_of_two():
 def test_fast_kernel_equals_the_reference_on_random_boxes(data):
     """Arbitrary boxes (empty, inverted, overlapping, not from a placement) and hierarchies,
     with and without chunking and table merging."""
-    import milp_parallel.costs as costs
+    import milp_parallel.costs.model as costs
 
     from reference_costs import receive_seconds as reference
     fanouts = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
