@@ -2,32 +2,28 @@
 
 Usage::
 
-    python benchmarks/build_problem.py                      # resnet152, inception_v3; 4..256
-    python benchmarks/build_problem.py --models resnet152 --devices 64 --batch 64
+    python -m benchmarks.build_problem                      # resnet152, inception_v3; 4..256
+    python -m benchmarks.build_problem --models resnet152 --devices 64 --batch 64
 
 Prints one row per (model, devices): build seconds (the best of ``--repeat`` builds: the
 machine is shared, the least disturbed run is the one to compare), Problem nodes / edges,
 configurations per node (min / median / max), the total edge-table size, and the peak memory
 the build allocates (``tracemalloc``'s peak over one more, untimed build: Python and numpy
 allocations). Each build uses a fresh CostModel (no cache carried over). Target: resnet152 on
-64 devices in under 2 s. Sizes beyond ``milp_parallel.configs.SizeLimits`` are refused before
+64 devices in under 2 s. Sizes beyond ``milp_parallel.costs.configs.SizeLimits`` are refused before
 any allocation (``--max-devices`` etc. raise them).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
 from milp_parallel import clusters, models
-from milp_parallel.build import build
+from milp_parallel.costs.build import build
 
 
 def main() -> None:

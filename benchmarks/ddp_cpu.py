@@ -4,12 +4,12 @@ Trains three small models data-parallel with ``torch.nn.parallel.DistributedData
 (gloo, 2 processes, 1 thread each, SGD with momentum, DDP's default 25 MB buckets) and times
 the steps; the median of the slowest process's step time after warm-up is ``measured_s``.
 The prediction does not look at those timings: it comes from a calibration of this machine
-(``milp_parallel.calibrate``: gloo all-reduce / all-gather / ping-pong fitted to one
+(``milp_parallel.measure.calibrate``: gloo all-reduce / all-gather / ping-pong fitted to one
 alpha-beta pair, the device's speeds, how much an all-reduce overlaps compute, and the per-op
 profile of each model's data-parallel tiles timed by 2 processes at once, as the job runs
 them), a ``CostModel`` on that topology, and the data-parallel assignment of each model's
 problem: ``predicted_s`` is the separable objective, ``simulated_s`` the step simulator's time
-(``milp_parallel.simulate``).
+(``milp_parallel.costs.simulator``).
 
 The models are torch modules written here and imported with ``milp_parallel.from_torch``
 (so the graph is the module that runs): LeNet-5, a small ResNet (CIFAR-style, three stages of
@@ -17,8 +17,8 @@ one basic block) and a small MLP.
 
 Run from the repository root (about 2-4 minutes on a 2-core machine)::
 
-    .venv/bin/python benchmarks/ddp_cpu.py --csv ddp_cpu.csv
-    .venv/bin/python benchmarks/ddp_cpu.py --cluster calibrated.json --csv out.csv
+    .venv/bin/python -m benchmarks.ddp_cpu --csv ddp_cpu.csv
+    .venv/bin/python -m benchmarks.ddp_cpu --cluster calibrated.json --csv out.csv
 
 Prints one row per model: ``model, measured_s, predicted_s, simulated_s`` and the errors;
 ``--csv`` writes those columns and ``spread, machine, date`` (committed as
@@ -33,27 +33,21 @@ import argparse
 import csv
 import datetime
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from solver_scaling import machine  # noqa: E402
-
-import milp_parallel as mp  # noqa: E402
-from milp_parallel.build import build  # noqa: E402
-from milp_parallel.calibrate import calibrate, load_report, profile_concurrently  # noqa: E402
-from milp_parallel.costs import CostModel  # noqa: E402
-from milp_parallel.simulate import simulate_assignment  # noqa: E402
-from milp_parallel.topology import Topology  # noqa: E402
+import milp_parallel as mp
+from benchmarks.instances import machine
+from milp_parallel.costs import CostModel
+from milp_parallel.costs.build import build
+from milp_parallel.costs.simulator import simulate_assignment
+from milp_parallel.machine.topology import Topology
+from milp_parallel.measure.calibrate import calibrate, load_report, profile_concurrently
 
 WORLD = 2
 

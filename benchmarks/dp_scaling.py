@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/dp_scaling.py            # nodes 100, 1000, 10000 x configs 8, 32, 128
-    python benchmarks/dp_scaling.py --quick    # nodes 100, 1000 x configs 8, 32
-    python benchmarks/dp_scaling.py --nodes 100 300 --configs 16 64 --budget
+    python -m benchmarks.dp_scaling            # nodes 100, 1000, 10000 x configs 8, 32, 128
+    python -m benchmarks.dp_scaling --quick    # nodes 100, 1000 x configs 8, 32
+    python -m benchmarks.dp_scaling --nodes 100 300 --configs 16 64 --budget
 
 Random costs (seed 0). ``chain``: a path (eliminated by leaf eliminations, O(C^2) each).
 ``series_parallel``: Inception/ResNet-like blocks (a fork node, 2-3 branches of 1-2 nodes, a
@@ -24,8 +24,8 @@ the unconstrained table.
 With ``--zoo`` it times the budget search on zoo models (``--models``, ``--devices``, cluster
 ``optcnn``) with a binding budget: halfway between the least memory any assignment needs and
 the unconstrained optimum's peak, on the binding device (the one whose least memory is largest,
-usually device 0; the same budget on every device). ``--compare highs`` also times that MILP
-backend on the same problems.
+usually device 0; the same budget on every device; :func:`benchmarks.instances.zoo_problem`).
+``--compare highs`` also times that MILP backend on the same problems.
 
 For reference, OptCNN reported 0.4 s for Inception-v3 (102 layers, 4 GPUs) with its search.
 """
@@ -34,47 +34,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
+from benchmarks.instances import chain_edges, series_parallel_edges, zoo_problem
 from milp_parallel import Problem, solve_problem
-
-
-def chain_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    return [(i, i + 1) for i in range(n - 1)]
-
-
-def series_parallel_edges(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """Blocks: fork -> 2-3 branches of 1-2 nodes -> join (the join forks the next block)."""
-    edges = []
-    fork, nxt = 0, 1
-    while nxt < n:
-        branches = int(rng.integers(2, 4))
-        join_needed = []
-        for _ in range(branches):
-            length = int(rng.integers(1, 3))
-            prev = fork
-            for _ in range(length):
-                if nxt >= n - 1:
-                    break
-                edges.append((prev, nxt))
-                prev, nxt = nxt, nxt + 1
-            if prev != fork:
-                join_needed.append(prev)
-        if nxt >= n:
-            break
-        join = nxt
-        nxt += 1
-        for p in join_needed or [fork]:
-            edges.append((p, join))
-        fork = join
-    return edges
-
 
 GRAPHS = {"chain": chain_edges, "series_parallel": series_parallel_edges}
 
@@ -206,28 +171,13 @@ def budget_cases(graphs, time_limit: float) -> None:
                   f"{r.objective:.10g}", flush=True)
 
 
-def binding_problem(model: str, devices: int) -> Problem | None:
-    """The zoo problem with a budget halfway between least memory and the free optimum's peak."""
-    from milp_parallel.plan import least_memory_bytes
-    from milp_parallel.plan import make_problem as zoo_problem
-
-    p = zoo_problem(model, "optcnn", devices=devices, memory_limit=math.inf)
-    free = solve_problem(p, "dp")
-    peak = p.evaluate(free.assignment).peak_memory
-    least = least_memory_bytes(p)
-    d = int(np.argmax(least))
-    if peak[d] <= least[d]:
-        return None
-    return p.with_memory_limit(0.5 * (least[d] + peak[d]))
-
-
 def zoo_budget(models, devices, time_limit: float, compare) -> None:
     print(f"zoo models on 'optcnn' with a binding budget (time limit {time_limit:g} s)")
     print(f"{'model':14s} {'dev':>4s} {'nodes':>6s} {'maxK':>5s} {'solver':>7s} "
           f"{'seconds':>9s} {'status':>9s} {'objective':>14s} {'gap':>9s} {'B&B':>7s}")
     for model in models:
         for n_dev in devices:
-            p = binding_problem(model, n_dev)
+            p = zoo_problem(model, n_dev, True, cluster="optcnn")
             if p is None:
                 print(f"{model:14s} {n_dev:4d}  the budget cannot bind (free optimum = least)")
                 continue

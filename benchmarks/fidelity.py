@@ -3,7 +3,7 @@ cost model, and which constant moves which number (a sensitivity run).
 
 Three tables, every number computed by this run (nothing is typed in):
 
-1. **Predicted vs simulated** (``milp_parallel.simulate``): for each zoo model on the
+1. **Predicted vs simulated** (``milp_parallel.costs.simulator``): for each zoo model on the
    ``optcnn`` preset (batch 32 per GPU), the layer-wise optimum and the data / model / OWT
    baselines, their separable prediction and their simulated step, and the ratio.
 2. **OptCNN's experiment** (AlexNet, VGG-16, Inception-v3 on 1 and 16 GPUs of the ``optcnn``
@@ -19,7 +19,7 @@ Three tables, every number computed by this run (nothing is typed in):
 
 Run from the repository root (about 5-10 minutes on 2 cores; ``--quick`` about 1-2)::
 
-    .venv/bin/python benchmarks/fidelity.py [--quick] [--json out.json] [--md out.md]
+    .venv/bin/python -m benchmarks.fidelity [--quick] [--json out.json] [--md out.md]
 """
 
 from __future__ import annotations
@@ -27,18 +27,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import milp_parallel as mp  # noqa: E402
-from milp_parallel import clusters  # noqa: E402
-from milp_parallel.costs import CostModel  # noqa: E402
-from milp_parallel.roofline import RooflineParams  # noqa: E402
-from milp_parallel.topology import Topology  # noqa: E402
+import milp_parallel as mp
+from benchmarks.instances import DATA_DIR
+from milp_parallel import clusters
+from milp_parallel.costs import CostModel
+from milp_parallel.machine.roofline import RooflineParams
+from milp_parallel.machine.topology import Topology
 
 OTHERS = ("data", "model", "owt")
 PAPER_MODELS = ("alexnet", "vgg16", "inception_v3")
@@ -79,7 +76,7 @@ def predicted_vs_simulated(models, devices) -> list[dict]:
 
 # ---------------------------------------------------------------------- table 2
 def optcnn_experiment(rerank: int) -> list[dict]:
-    published = json.loads((ROOT / "data" / "optcnn_published.json").read_text())
+    published = json.loads((DATA_DIR / "optcnn_published.json").read_text())
     out = []
     for model in PAPER_MODELS:
         one = _solve(model, _topo(1))

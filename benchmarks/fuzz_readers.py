@@ -7,10 +7,10 @@ prints one row per target: inputs tried, how many gave a typed error (or a non-z
 ``cli``: command lines drawn from bad values and paths), seconds, and the first input that
 raised anything else, with where.
 
-    python benchmarks/fuzz_readers.py                      # every target, 2000 inputs each
-    python benchmarks/fuzz_readers.py --target iopddl --examples 20000
-    python benchmarks/fuzz_readers.py --profile            # also ProfileTable.load
-    python benchmarks/fuzz_readers.py --target cli         # command lines (in-process)
+    python -m benchmarks.fuzz_readers                      # every target, 2000 inputs each
+    python -m benchmarks.fuzz_readers --target iopddl --examples 20000
+    python -m benchmarks.fuzz_readers --profile            # also ProfileTable.load
+    python -m benchmarks.fuzz_readers --target cli         # command lines (in-process)
 
 ``--profile`` adds ``ProfileTable.load`` (profile.py), which does not go through the one I/O
 layer yet (see ``milp_parallel/io.py``): it is expected to report failures until it does.
@@ -27,17 +27,22 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from hypothesis import HealthCheck, given, settings
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-
-from fuzzing import TARGETS, Target, check_cli, cli_arguments, json_files, path_cases, run_target  # noqa: E402
+from benchmarks.instances import DATA_DIR
+from tests.fuzzing import (
+    TARGETS,
+    Target,
+    check_cli,
+    cli_arguments,
+    json_files,
+    path_cases,
+    run_target,
+)
 
 
 def _profile_target() -> Target:
-    from milp_parallel.profile import ProfileEntry, ProfileTable
+    from milp_parallel.measure.profile import ProfileEntry, ProfileTable
 
     doc = ProfileTable((ProfileEntry("conv", "sig", (2, 3, 4, 4), "float32", "cpu", 1e-4),),
                        dtype="float32", device="cpu").to_dict()
@@ -52,7 +57,7 @@ def fuzz_cli(examples: int) -> dict:
     """Command lines: exit 0, 1 or 2 with one error line, never an internal error."""
     import tempfile
     tmp = Path(tempfile.mkdtemp(prefix="milp_parallel_fuzz_cli_"))
-    files = [str(p) for p in path_cases(tmp)] + [str(ROOT / "data" / "iopddl_example.json")]
+    files = [str(p) for p in path_cases(tmp)] + [str(DATA_DIR / "iopddl_example.json")]
     seen = {"n": 0, "typed": 0, "failure": None}
 
     @settings(max_examples=examples, deadline=None, database=None,

@@ -16,9 +16,9 @@ The comparison with the contest's entries is therefore on a quarter of its hardw
 
 Usage::
 
-    python benchmarks/iopddl.py --scale 0.05 --instances G S           # a quick check
-    python benchmarks/iopddl.py --scale 0.25 --solvers auto cpsat cbc highs
-    python benchmarks/iopddl.py --resume                                # full limits
+    python -m benchmarks.iopddl --scale 0.05 --instances G S           # a quick check
+    python -m benchmarks.iopddl --scale 0.25 --solvers auto cpsat cbc highs
+    python -m benchmarks.iopddl --resume                                # full limits
 
 Columns: instance, nodes, edges, solver, threads, time_limit_s, wall_s (the solve, in the
 child), peak_rss_mib (the child's peak resident memory, loading included), status, cost,
@@ -34,20 +34,12 @@ import csv
 import datetime
 import logging
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+from benchmarks.instances import IOPDDL_DIR, RESULTS_DIR, machine
+from milp_parallel.isolation import RETURNED, run_isolated
 
-from solver_scaling import machine  # noqa: E402
-
-from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
-
-logger = logging.getLogger("iopddl")
-
-ROOT = Path(__file__).resolve().parents[1]
-IOPDDL_DIR = ROOT.parent / "shared" / "reference" / "iopddl"
-DEFAULT_CSV = ROOT / "benchmarks" / "results" / "iopddl.csv"
+DEFAULT_CSV = RESULTS_DIR / "iopddl.csv"
 #: Contest time limits in seconds (``shared/reference/README.md``).
 CONTEST_LIMITS = {"A": 60, "C": 60, "D": 60, "G": 120, "K": 180, "L": 180, "M": 180,
                   "Q": 240, "R": 240, "S": 240, "T": 240, "U": 300}
@@ -147,7 +139,7 @@ def run(instances: list[str], solvers: list[str], scale: float, threads: int,
                 if (inst, solver, f"{limit:g}") in skip:
                     print(f"{inst:<4} {solver:<6} {limit:>6g}  (in the CSV; skipped)")
                     continue
-                res = run_isolated("iopddl:solve_one", str(path), solver, limit, threads,
+                res = run_isolated("benchmarks.iopddl:solve_one", str(path), solver, limit, threads,
                                    kill_after=3 * limit + LOAD_ALLOWANCE)
                 row = {"instance": inst, "solver": solver, "threads": threads,
                        "time_limit_s": limit, "best_contest_cost": best,

@@ -1,8 +1,9 @@
 """Megatron-LM's Table 1 (SC'21): its own configurations priced by our model, and our optimum.
 
-Run ``python benchmarks/megatron.py [--table FILE] [--csv OUT] [--rows 0,2] [--time-limit S]``.
+Run ``python -m benchmarks.megatron [--table FILE] [--csv OUT] [--rows 0,2] [--time-limit S]``.
 ``FILE`` has the columns of ``shared/reference/megatron/table1-dev.csv`` (default: that file,
-found beside the repository as ``../shared/reference/megatron/`` or under ``/work/shared``):
+found beside the repository as ``../shared/reference/megatron/``,
+:data:`benchmarks.instances.MEGATRON_TABLE`):
 ``params_b, heads, hidden, layers, tp, pp, gpus, batch, micro_batch, interleaved_chunks,
 measured_tflops_per_gpu``.
 
@@ -28,28 +29,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from milp_parallel import clusters  # noqa: E402
-from milp_parallel.models.gpt import gpt, megatron_flops  # noqa: E402
-from milp_parallel.pipeline import PipelineOptions, evaluate_configuration, solve_pipeline  # noqa: E402
+from benchmarks.instances import MEGATRON_TABLE
+from milp_parallel import clusters
+from milp_parallel.models.gpt import gpt, megatron_flops
+from milp_parallel.pipeline import PipelineOptions, evaluate_configuration, solve_pipeline
 
 SEQ, VOCAB = 2048, 51200
-_CANDIDATES = (ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv",)
 COLUMNS = ("params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "batch", "micro_batch",
            "interleaved_chunks", "measured_tflops_per_gpu")
-
-
-def default_table() -> Path:
-    for p in _CANDIDATES:
-        if p.exists():
-            return p
-    return _CANDIDATES[0]
 
 
 def read_table(path: Path) -> list[dict]:
@@ -121,7 +111,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--table", type=Path, default=default_table())
+    ap.add_argument("--table", type=Path, default=MEGATRON_TABLE)
     ap.add_argument("--csv", type=Path, default=None, help="write the result rows here")
     ap.add_argument("--rows", default=None, help="comma-separated row indices (default all)")
     ap.add_argument("--time-limit", type=float, default=None,
@@ -152,4 +142,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

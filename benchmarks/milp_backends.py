@@ -2,10 +2,10 @@
 
 Usage::
 
-    python benchmarks/milp_backends.py                         # every case, every variant
-    python benchmarks/milp_backends.py --threads 2 --time-limit 120
-    python benchmarks/milp_backends.py --cases chain-200x16 --variants cpsat:table cbc:tuned
-    python benchmarks/milp_backends.py --presolve lite         # no dual/bound presolve steps
+    python -m benchmarks.milp_backends                         # every case, every variant
+    python -m benchmarks.milp_backends --threads 2 --time-limit 120
+    python -m benchmarks.milp_backends --cases chain-200x16 --variants cpsat:table cbc:tuned
+    python -m benchmarks.milp_backends --presolve lite         # no dual/bound presolve steps
 
 Cases (fixed seeds):
 
@@ -13,17 +13,19 @@ Cases (fixed seeds):
 * ``chain-200x16``: a chain of 200 layers x 16 strategies with **interval memory** in the
   style of Alpa's ILP (each tensor live from its layer until ``1 + L`` steps later, ``L``
   uniform in ``[1, 4]``) and a binding budget (halfway from the least peak to the peak of the
-  unconstrained optimum, :func:`_binding`); costs as in ``solver_scaling.random_problem``
-  (compute falls and memory rises with the strategy index, resharding 0 on the diagonal).
+  unconstrained optimum); costs as in :func:`~benchmarks.instances.random_problem` (compute
+  falls and memory rises with the strategy index, resharding 0 on the diagonal).
 * ``dag-60x8``: a 60-node DAG x 8 strategies (every node consumes its predecessor and, with
   probability 0.5, one earlier node within 8 steps), each tensor live until its last consumer
   (at least ``1 + L`` steps, ``L`` uniform in ``[1, 12]``), budget as above.
-
-These are our own generators: the issues' chain and DAG (measured with Alpa's ILP code) were
-not published with their seeds, so times here are not comparable with the issues' figures
-row by row.
 * ``iopddl-G``: the contest instance (816 nodes, integer data, optimum 217,039), read from
-  ``../shared/reference/iopddl`` or ``data/``.
+  ``../shared/reference/iopddl`` or ``data/`` (:func:`~benchmarks.instances.iopddl_path`).
+
+The chain and the DAG are :func:`~benchmarks.instances.interval_chain` and
+:func:`~benchmarks.instances.interval_dag` (``benchmarks/solver_scaling.py --interval`` runs
+them too). These are our own generators: the issues' chain and DAG (measured with Alpa's ILP
+code) were not published with their seeds, so times here are not comparable with the issues'
+figures row by row.
 
 Variants: ``highs``, ``cbc`` (its default options), ``cbc:<name>`` (the option sets in
 :data:`CBC_VARIANTS`), ``cpsat`` (its default model) and ``cpsat:<model>`` (each model of
@@ -45,27 +47,22 @@ import csv
 import datetime
 import logging
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
+from benchmarks.instances import (
+    RESULTS_DIR,
+    interval_chain,
+    interval_dag,
+    iopddl_problem,
+    machine,
+    zoo_problem,
+)
+from milp_parallel.problem import Problem
+from milp_parallel.solvers import solve_problem
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from solver_scaling import machine, zoo_problem  # noqa: E402
-
-from milp_parallel.problem import Problem  # noqa: E402
-from milp_parallel.solvers import solve_problem  # noqa: E402
-
-logger = logging.getLogger("milp_backends")
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "milp_backends.csv"
-G_PATHS = (ROOT.parent / "shared" / "reference" / "iopddl" / "asplos-2025-iopddl-G.json.gz",
-           ROOT / "data" / "asplos-2025-iopddl-G.json.gz")
+RESULTS = RESULTS_DIR / "milp_backends.csv"
 FIELDS = ("case", "solver", "variant", "threads", "time_limit_s", "wall_s", "status",
           "objective", "bound", "gap", "presolve", "proof", "machine", "date")
 LITE_REDUCTIONS = ("forbidden", "memory", "dominance", "fold")
@@ -95,74 +92,12 @@ CPSAT_PARAMETERS: dict[str, str] = {
 }
 
 
-def _costs(rng: np.random.Generator, n: int, k: int, n_edges: int):
-    """Node costs, edge tables and memory in the style of Alpa's ILP.
-
-    Compute falls and memory rises with the strategy index; resharding a tensor costs its
-    size times the cost of the layout change, one ``k x k`` matrix (0 on the diagonal) shared
-    by every edge, as between the sharding specs of one mesh.
-    """
-    base = rng.uniform(1, 10, n)
-    node = [base[v] * rng.uniform(0.5, 1.5, k) * np.linspace(1, 0.2, k) for v in range(n)]
-    change = rng.uniform(0.1, 2.0, (k, k))
-    np.fill_diagonal(change, 0.0)
-    tabs = [rng.uniform(0.5, 2.0) * change for _ in range(n_edges)]
-    mem = [rng.uniform(1, 2, k) * np.linspace(0.2, 1, k) for _ in range(n)]
-    return node, tabs, mem
-
-
-def _binding(problem: Problem, share: float) -> Problem:
-    """The problem with a budget ``share`` of the way from the least peak to the peak of the
-    unconstrained optimum (found by the exact search), as ``solver_scaling.zoo_problem``."""
-    from milp_parallel.solvers.memory import least_memory
-
-    free = solve_problem(problem, "dp")
-    peak = float(problem.evaluate(free.assignment).peak_memory.max())
-    least = float(least_memory(problem).max())
-    return problem.with_memory_limit(least + share * (peak - least))
-
-
-def interval_chain(n: int = 200, k: int = 16, *, seed: int = 0, share: float = 0.5) -> Problem:
-    """A chain with Alpa-style interval memory and a binding budget (see the module doc)."""
-    rng = np.random.default_rng(seed)
-    edges = [(i, i + 1) for i in range(n - 1)]
-    node, tabs, mem = _costs(rng, n, k, len(edges))
-    span = rng.integers(1, 5, n)
-    intervals = [(i, min(n, i + 1 + int(s))) for i, s in enumerate(span)]
-    return _binding(Problem(node, edges, tabs, memory=mem, intervals=intervals), share)
-
-
-def interval_dag(n: int = 60, k: int = 8, *, seed: int = 0, share: float = 0.5) -> Problem:
-    """A DAG with interval memory: tensors live until their last consumer (module doc)."""
-    rng = np.random.default_rng(seed)
-    edges = [(i - 1, i) for i in range(1, n)]
-    for v in range(2, n):
-        if rng.random() < 0.5:
-            u = int(rng.integers(max(0, v - 8), v - 1))
-            edges.append((u, v))
-    edges.sort()
-    node, tabs, mem = _costs(rng, n, k, len(edges))
-    last = np.arange(n) + 1
-    for u, v in edges:
-        last[u] = max(last[u], v + 1)
-    span = rng.integers(1, 13, n)
-    intervals = [(i, min(n, max(int(last[i]), i + 1 + int(s)))) for i, s in enumerate(span)]
-    return _binding(Problem(node, edges, tabs, memory=mem, intervals=intervals), share)
-
-
-def iopddl_g() -> Problem:
-    for path in G_PATHS:
-        if path.exists():
-            return Problem.from_iopddl(path)
-    raise FileNotFoundError("IOPDDL instance G not found in " + ", ".join(map(str, G_PATHS)))
-
-
 CASES: dict[str, Callable[[], Problem]] = {
     "resnet18@16": lambda: zoo_problem("resnet18", 16, False),
     "resnet50@16": lambda: zoo_problem("resnet50", 16, False),
     "chain-200x16": interval_chain,
     "dag-60x8": interval_dag,
-    "iopddl-G": iopddl_g,
+    "iopddl-G": lambda: iopddl_problem("G"),
 }
 
 

@@ -1,6 +1,6 @@
 """Regenerate ParaDL's scaling tables on ABCI and compare projections with measured times.
 
-Run ``python benchmarks/oracle_paradl.py``. The functions return rows and markdown so the
+Run ``python -m benchmarks.oracle_paradl``. The functions return rows and markdown so the
 reproduction report can include them (``oracle_report()``).
 
 - Scaling tables (paradl mode, HPDC'21 latency): ResNet-50 (64 samples per GPU) and VGG16
@@ -21,15 +21,11 @@ reproduction report can include them (``oracle_report()``).
 from __future__ import annotations
 
 import csv
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.instances import DATA_DIR
+from milp_parallel import oracle
 
-from milp_parallel import oracle  # noqa: E402
-
-DATA = ROOT / "data" / "paradl"
+DATA = DATA_DIR / "paradl"
 PLAT = DATA / "ABCI.plat"
 NETS = {"ResNet-50": (DATA / "RESNET50_ImageNet_profall.net_sc", 64, "resnet"),
         "VGG16": (DATA / "VGG_ImageNet_profall.net_sc", 32, "vgg")}
@@ -59,7 +55,7 @@ def measured_comparison() -> list[dict]:
     """Projected (three ways) vs measured seconds per epoch, per row of the CSV."""
     from milp_parallel import clusters
     out = []
-    with open(ROOT / "data" / "paradl_measured.csv") as f:
+    with open(DATA_DIR / "paradl_measured.csv") as f:
         for m in csv.DictReader(f):
             net, _, short = NETS[m["model"]]
             if m["strategy"] == "data+spatial":

@@ -1,23 +1,23 @@
 """Measured vs estimated compute time (roofline and FLOP models), and how the plan changes.
 
-On this machine's CPU: time ResNet-50's tiles with torch (``milp_parallel.profile``), compare
-forward+backward with the cost model's two estimates: the per-op roofline (the default:
-``milp_parallel.roofline``, on a device whose dense FLOP/s, copy bandwidth and per-op time are
-measured on this CPU by ``milp_parallel.calibrate.measure_device``) and the older FLOP model
-(``compute_model="flops"``: FLOPs / FLOP/s, backward = 2x forward for layers with weights, 1x
-otherwise). It reports measured / estimated per op class for both (the roofline's error per op
-class), then solves the plan under the roofline and under the measured costs and reports how
-many layers change configuration and the predicted step times (each plan also evaluated under
-the measured costs). No GPU here: the per-op CUDA table of the issue needs one (``--device
-cuda`` of ``milp-parallel profile``).
+On this machine's CPU: time ResNet-50's tiles with torch (``milp_parallel.measure.profile``),
+compare forward+backward with the cost model's two estimates: the per-op roofline (the default:
+``milp_parallel.machine.roofline``, on a device whose dense FLOP/s, copy bandwidth and per-op
+time are measured on this CPU by ``milp_parallel.measure.calibrate.measure_device``) and the
+older FLOP model (``compute_model="flops"``: FLOPs / FLOP/s, backward = 2x forward for layers
+with weights, 1x otherwise). It reports measured / estimated per op class for both (the
+roofline's error per op class), then solves the plan under the roofline and under the measured
+costs and reports how many layers change configuration and the predicted step times (each plan
+also evaluated under the measured costs). No GPU here: the per-op CUDA table of the issue needs
+one (``--device cuda`` of ``milp-parallel profile``).
 
 The "cluster" is this CPU replicated ``--devices`` times behind the links of the ``pcie_box``
 preset, so that estimates and measurements describe the same device.
 
 Run (about 1-3 minutes on a 2-core machine with the defaults)::
 
-    .venv/bin/python benchmarks/profile_vs_flops.py
-    .venv/bin/python benchmarks/profile_vs_flops.py --image-size 224 --batch-size 16 --out r.json
+    .venv/bin/python -m benchmarks.profile_vs_flops
+    .venv/bin/python -m benchmarks.profile_vs_flops --image-size 224 --batch-size 16 --out r.json
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ import numpy as np
 import torch
 
 from milp_parallel import clusters, models
-from milp_parallel.build import build
-from milp_parallel.calibrate import measure_device
-from milp_parallel.configs import config_label, enumerate_configs, tile_extent
 from milp_parallel.costs import CostModel
+from milp_parallel.costs.build import build
+from milp_parallel.costs.configs import config_label, enumerate_configs, tile_extent
+from milp_parallel.machine.topology import Device, Topology
+from milp_parallel.measure.calibrate import measure_device
+from milp_parallel.measure.profile import profile_layers
 from milp_parallel.plan import solve
-from milp_parallel.profile import profile_layers
-from milp_parallel.topology import Device, Topology
 
 
 def cpu_matmul_flops(n: int = 1024, repeats: int = 5) -> float:

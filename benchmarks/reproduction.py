@@ -15,7 +15,7 @@ source.
    peak). Every solve runs in a process of its own that is killed at a hard limit; time-outs are
    reported with their status and gap, never dropped.
 3. **ParaDL**: the oracle's scaling tables and projected-vs-measured epoch times (the
-   ``oracle_report()`` of ``benchmarks/oracle_paradl.py``, found in the source tree).
+   ``oracle_report()`` of ``benchmarks/oracle_paradl.py``).
 
 Bytes moved per step (:func:`bytes_moved`) are derived from the chosen degrees with the same
 tile geometry as the cost model: every tensor element a device needs but does not hold
@@ -24,12 +24,12 @@ all-reduce among ``r`` replicas moves ``2 (r - 1)`` times the layer's weight byt
 (ring all-reduce, summed over the rings).
 
 It lives with the benchmarks (it reads ``data/`` and ``benchmarks/`` of the source tree), not
-in the installed package; ``python benchmarks/reproduce.py [--quick]`` runs it, and so does
-``milp-parallel reproduce`` from a source checkout.
+in the installed package; ``python -m benchmarks.reproduce [--quick]`` runs it from the
+repository's root.
 
 Examples
 --------
->>> import reproduction as rp                                   # doctest: +SKIP
+>>> from benchmarks import reproduction as rp                   # doctest: +SKIP
 >>> rp.ReproduceConfig.tiny().strategy_models                   # doctest: +SKIP
 ('lenet5',)
 """
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 import json
 import logging
 import math
@@ -51,12 +50,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from benchmarks.instances import DATA_DIR, ROOT
 from milp_parallel.errors import FormatError, MilpParallelError
 from milp_parallel.io import write_json
 from milp_parallel.isolation import FAILED, TIMEOUT, run_isolated
 
 __all__ = ["ReproduceConfig", "reproduce", "run_strategies", "run_search", "bytes_moved",
-           "render_markdown", "write_plots", "load_published", "find_oracle_report",
+           "render_markdown", "write_plots", "load_published",
            "STRATEGIES", "SECTION_TITLES"]
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,6 @@ SECTION_TITLES = (
     "## How this report was made",
 )
 
-_ROOT = Path(__file__).resolve().parents[1]
 
 #: Committed measurements this report does not recompute (each script writes its own table;
 #: section 5 shows them as committed: path, what, and for a CSV the columns shown).
@@ -208,7 +207,7 @@ def load_published(data_dir: str | Path | None = None) -> dict:
     FormatError
         If a file is missing or malformed (the message names it).
     """
-    data_dir = Path(data_dir) if data_dir is not None else _ROOT / "data"
+    data_dir = Path(data_dir) if data_dir is not None else DATA_DIR
     path = data_dir / "optcnn_published.json"
     try:
         optcnn = json.loads(path.read_text(encoding="utf-8"))
@@ -227,17 +226,6 @@ def load_published(data_dir: str | Path | None = None) -> dict:
     except (OSError, KeyError, ValueError) as exc:
         raise FormatError(f"{path}: cannot read the published search times ({exc})") from None
     return {"optcnn": optcnn, "search": rows}
-
-
-def find_oracle_report(root: str | Path | None = None) -> Callable[[], dict] | None:
-    """``oracle_report`` of ``<root>/benchmarks/oracle_paradl.py``, or ``None`` if absent."""
-    path = (Path(root) if root is not None else _ROOT) / "benchmarks" / "oracle_paradl.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("_milp_parallel_oracle_paradl", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return getattr(mod, "oracle_report", None)
 
 
 # ---------------------------------------------------------------------- bytes moved
@@ -267,7 +255,7 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
 
     Notes
     -----
-    Tiles follow :mod:`milp_parallel.configs`' placement (tile ``t`` on device ``t``). A
+    Tiles follow :mod:`milp_parallel.costs.configs`' placement (tile ``t`` on device ``t``). A
     consumer tile needs the input region :meth:`Layer.input_region` gives; the part held by
     another device's producer tile crosses a link forward, and the same overlap carries the
     gradient back, so an edge moves ``2 * sum_{s != t} |need_s & tile_t|`` elements. A layer
@@ -285,7 +273,7 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
     >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 2}})["transfer_bytes"]  # 3 rows of 8, x2
     192.0
     """
-    from milp_parallel.configs import tile_boxes
+    from milp_parallel.costs.configs import tile_boxes
 
     deg = {lay.name: _full_degrees(lay, degrees.get(lay.name, {})) for lay in graph.layers}
     transfer = 0.0
@@ -350,7 +338,7 @@ def run_strategies(config: ReproduceConfig) -> tuple[list[dict], dict]:
         ``(model, devices) -> Plan``.
     """
     from milp_parallel import models
-    from milp_parallel.build import build
+    from milp_parallel.costs.build import build
     from milp_parallel.plan import solve
 
     rows, plans = [], {}
@@ -457,8 +445,8 @@ def run_search(config: ReproduceConfig) -> list[dict]:
         of that problem, when one is known), and the problem's size and ``build_seconds``.
     """
     from milp_parallel import models
-    from milp_parallel.build import build
-    from milp_parallel.plan import least_memory_bytes
+    from milp_parallel.costs.build import build
+    from milp_parallel.solvers.memory import least_memory
 
     rows: list[dict] = []
     cases = [(m, d) for m in config.search_models
@@ -502,7 +490,7 @@ def run_search(config: ReproduceConfig) -> list[dict]:
                 # the binding budget: halfway from the least memory to the optimum's peak
                 opt = next((r for r in case_rows if r["solver"] == "dp"
                             and r["status"] == "optimal" and r.get("assignment")), None)
-                least = least_memory_bytes(free)
+                least = least_memory(free)
                 if opt is None or least is None:
                     continue
                 peak = float(np.max(free.evaluate(np.asarray(opt["assignment"])).peak_memory))
@@ -944,7 +932,7 @@ def render_markdown(results: Mapping[str, Any], published: Mapping, *,
     """The whole report as markdown (plots linked relative to ``report_dir``)."""
     cfg: ReproduceConfig = results["config"]
     md = ["# Reproduction of OptCNN, PaSE and ParaDL results", "",
-          "Generated by `python benchmarks/reproduce.py"
+          "Generated by `python -m benchmarks.reproduce"
           f"{' --quick' if cfg.mode == 'quick' else ''}`"
           f" ({cfg.mode} mode) in {results['seconds']:.0f} s on {results['machine']}; load "
           f"average {results['load_before']} before, {results['load_after']} after (the "
@@ -957,8 +945,8 @@ def render_markdown(results: Mapping[str, Any], published: Mapping, *,
     md += _section4(results, Path(report_dir), Path(report_dir))
     md += _section5() + [""]
     md += [SECTION_TITLES[5], "",
-           "```", "python benchmarks/reproduce.py            # full (this file)",
-           "python benchmarks/reproduce.py --quick    # CI", "```", "",
+           "```", "python -m benchmarks.reproduce            # full (this file)",
+           "python -m benchmarks.reproduce --quick    # CI", "```", "",
            f"Configuration: `{json.dumps(dataclasses.asdict(cfg), sort_keys=True)}`.", ""]
     return "\n".join(md + [""])
 
@@ -1002,7 +990,7 @@ def _section5() -> list[str]:
           "Not computed by this run: each table below is the committed output of its own "
           "script (named in each part), shown here so that one file holds every result.", ""]
     for i, (rel, what) in enumerate(OTHER_RESULTS, start=1):
-        path = _ROOT / rel
+        path = ROOT / rel
         md += [f"### 5.{i}. `{rel}`", "", what[0].upper() + what[1:] + ".", ""]
         if not path.is_file():
             md += ["(not committed)", ""]
@@ -1047,10 +1035,10 @@ def reproduce(out_dir: str | Path, config: ReproduceConfig | None = None, *,
     plots_dir : path, optional
         Default ``<out_dir>/results``.
     data_dir : path, optional
-        The published numbers (default: the source tree's ``data/``).
+        The published numbers (default: the repository's ``data/``).
     oracle_report : callable, optional
-        Returns the oracle report dict (``"markdown"`` key); default: found in the source
-        tree's ``benchmarks/oracle_paradl.py``.
+        Returns the oracle report dict (``"markdown"`` key); default:
+        :func:`benchmarks.oracle_paradl.oracle_report`.
     plots : bool
         Draw the plots (needs matplotlib).
 
@@ -1088,13 +1076,9 @@ def reproduce(out_dir: str | Path, config: ReproduceConfig | None = None, *,
     results["picture_theirs"] = _price_published(config, published["optcnn"])
     results["search"] = run_search(config)
     if config.oracle:
-        fn = oracle_report or find_oracle_report()
-        if fn is None:
-            results["oracle"] = None
-            results["oracle_missing"] = ("benchmarks/oracle_paradl.py not found (run from a "
-                                         "source checkout)")
-        else:
-            results["oracle"] = fn()
+        if oracle_report is None:
+            from benchmarks.oracle_paradl import oracle_report
+        results["oracle"] = oracle_report()
     else:
         results["oracle"] = None
         results["oracle_missing"] = "disabled in this configuration"
@@ -1126,7 +1110,7 @@ def _price_published(config: ReproduceConfig, pub: Mapping) -> dict | None:
     """
     if config.picture_model != "vgg16" or config.picture_devices != 4:
         return None
-    from milp_parallel.build import build
+    from milp_parallel.costs.build import build
     groups = (pub.get("vgg16_4gpu_strategy") or {}).get("groups", [])
     graph = _graph_of(config)
     topo = _topology(config.cluster, config.picture_devices)

@@ -2,33 +2,34 @@
 
 Usage::
 
-    python benchmarks/solver_scaling.py                       # G + random cases, every backend
-    python benchmarks/solver_scaling.py --quick               # smaller random cases
-    python benchmarks/solver_scaling.py --solvers highs cbc --time-limit 60 --csv out.csv
-    python benchmarks/solver_scaling.py --no-random           # IOPDDL G only
-    python benchmarks/solver_scaling.py --interval --append   # interval chain and DAG
-    python benchmarks/solver_scaling.py --zoo --models resnet50 --devices 16 \
+    python -m benchmarks.solver_scaling                       # G + random cases, every backend
+    python -m benchmarks.solver_scaling --quick               # smaller random cases
+    python -m benchmarks.solver_scaling --solvers highs cbc --time-limit 60 --csv out.csv
+    python -m benchmarks.solver_scaling --no-random           # IOPDDL G only
+    python -m benchmarks.solver_scaling --interval --append   # interval chain and DAG
+    python -m benchmarks.solver_scaling --zoo --models resnet50 --devices 16 \
         --solvers auto dp highs cbc cpsat --time-limit 60 --csv zoo.csv
 
 Cases:
 
-* ``iopddl-G``: the contest instance (816 nodes, interval memory, budget), from the copy in
-  ``data/`` (or ``--g PATH``).
+* ``iopddl-G``: the contest instance (816 nodes, interval memory, budget), from the shared
+  folder or the copy in ``data/`` (:func:`benchmarks.instances.iopddl_path`; or ``--g PATH``).
 * ``chain-N-K`` / ``sp-N-K``: random chains and series-parallel graphs (seed 0) with ``N``
   nodes and ``K`` configurations per node, without a budget and with a binding all-live
-  budget (30% of the way from the least to the largest total memory, ``+budget``).
+  budget (30% of the way from the least to the largest total memory, ``+budget``;
+  :func:`benchmarks.instances.random_problem`).
 
 * ``--zoo``: every zoo model (or ``--models``) at ``--devices`` (default 4 16 64) on the
   ``abci`` preset, without a budget (``MODEL-N``) and with a binding one (``MODEL-N+budget``:
   halfway between the least memory of the most loaded device and the unconstrained
-  optimum's peak there, as ``benchmarks/dp_scaling.py --zoo`` picks it; skipped when it
-  cannot bind). ``problem_seconds`` is the time to build the problem (and, for ``+budget``,
+  optimum's peak there, :func:`benchmarks.instances.zoo_problem`; skipped when it cannot
+  bind). ``problem_seconds`` is the time to build the problem (and, for ``+budget``,
   to find the unconstrained optimum that sets the budget).
 
 Other cases plug in through :func:`run_cases`: give it ``(name, builder)`` pairs where the
 builder returns a :class:`~milp_parallel.Problem` (e.g. zoo models built for a cluster)::
 
-    from solver_scaling import run_cases, print_table
+    from benchmarks.solver_scaling import run_cases, print_table
     rows = run_cases([("resnet50-16gpu", lambda: make_problem(...))], ["highs", "dp"])
 
 Each row: machine, date, case, solver, status, objective, bound, gap, total seconds, build
@@ -45,24 +46,23 @@ import argparse
 import csv
 import logging
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-import numpy as np
+from benchmarks.instances import (
+    RESULTS_DIR,
+    interval_chain,
+    interval_dag,
+    iopddl_path,
+    machine,
+    random_problem,
+    zoo_problem,
+)
+from milp_parallel.problem import Problem
+from milp_parallel.solvers import solve_problem
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
-from milp_parallel.problem import Problem  # noqa: E402
-from milp_parallel.solvers import solve_problem  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dp_scaling import chain_edges, series_parallel_edges  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-G_PATH = ROOT / "data" / "asplos-2025-iopddl-G.json.gz"
-RESULTS = ROOT / "benchmarks" / "results" / "solver_scaling.csv"
+RESULTS = RESULTS_DIR / "solver_scaling.csv"
 FIELDS = ("machine", "date", "case", "solver", "status", "objective", "bound", "gap",
           "seconds", "build_seconds", "solve_seconds", "proof", "variables", "rows", "nodes",
           "configs", "problem_seconds", "time_limit")
@@ -70,35 +70,6 @@ FIELDS = ("machine", "date", "case", "solver", "status", "objective", "bound", "
 ZOO_MODELS = ("lenet5", "alexnet", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
               "resnet101", "resnet152", "inception_v3", "densenet121", "mobilenet_v2",
               "cosmoflow", "bert_base")
-
-
-def _edges(kind: str, n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """The same random chains and series-parallel graphs as ``dp_scaling.py``."""
-    return (chain_edges if kind == "chain" else series_parallel_edges)(n, rng)
-
-
-def random_problem(kind: str, n: int, k: int, *, budget: bool, seed: int = 0) -> Problem:
-    """A random ``kind`` (``"chain"`` or ``"sp"``) problem with ``n`` nodes, ``k`` configs.
-
-    Costs look like layer costs: node compute falls with the config index, edge tables are 0
-    on the diagonal (same layout) and positive elsewhere; memory falls as compute rises.
-    """
-    rng = np.random.default_rng(seed)
-    edges = _edges(kind, n, rng)
-    base = rng.uniform(1, 10, n)
-    node = [base[v] * rng.uniform(0.5, 1.5, k) * np.linspace(1, 0.2, k) for v in range(n)]
-    etabs = []
-    for _ in edges:
-        t = rng.uniform(0.1, 2.0, (k, k))
-        np.fill_diagonal(t, 0.0)
-        etabs.append(t)
-    mem = [rng.uniform(1, 2, k) * np.linspace(0.2, 1, k) for _ in range(n)]
-    limit = None
-    if budget:
-        lo = sum(m.min() for m in mem)
-        hi = sum(m.max() for m in mem)
-        limit = lo + 0.3 * (hi - lo)
-    return Problem(node, edges, etabs, memory=mem, memory_limit=limit)
 
 
 def default_cases(quick: bool, g_path: Path | None, random: bool = True
@@ -118,32 +89,9 @@ def default_cases(quick: bool, g_path: Path | None, random: bool = True
 
 
 def interval_cases() -> list[tuple[str, Callable[[], Problem]]]:
-    """The Alpa-style interval-budget chain and DAG of ``benchmarks/milp_backends.py``
-    (``--interval``)."""
-    import milp_backends  # imported here: it imports this module
-    return [("chain-200x16", milp_backends.interval_chain),
-            ("dag-60x8", milp_backends.interval_dag)]
-
-
-def zoo_problem(model: str, devices: int, budget: bool, cluster: str = "abci"
-                ) -> Problem | None:
-    """A zoo model's problem on ``cluster``, without a budget or with a binding one.
-
-    Returns ``None`` when the budget cannot bind (the unconstrained optimum already uses the
-    least memory on the most loaded device).
-    """
-    from milp_parallel.plan import least_memory_bytes, make_problem
-
-    p = make_problem(model, cluster, devices=devices, memory_limit=math.inf)
-    if not budget:
-        return p
-    free = solve_problem(p, "dp")
-    peak = p.evaluate(free.assignment).peak_memory
-    least = least_memory_bytes(p)
-    d = int(np.argmax(least))
-    if peak[d] <= least[d]:
-        return None
-    return p.with_memory_limit(0.5 * (least[d] + peak[d]))
+    """The Alpa-style interval-budget chain and DAG that ``benchmarks/milp_backends.py`` runs
+    too (``--interval``)."""
+    return [("chain-200x16", interval_chain), ("dag-60x8", interval_dag)]
 
 
 def zoo_cases(models: Sequence[str], devices: Sequence[int],
@@ -153,25 +101,6 @@ def zoo_cases(models: Sequence[str], devices: Sequence[int],
     return [(f"{m}-{n}" + ("+budget" if b else ""),
              lambda m=m, n=n, b=b: zoo_problem(m, n, b))
             for m in models for n in devices for b in budgets]
-
-
-def machine() -> str:
-    """One line about this machine: cores, memory, CPU model, Python."""
-    import os
-    import platform
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       cpu)
-    except OSError:
-        pass
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-        mem_s = f"{mem:.0f} GiB"
-    except (ValueError, OSError, AttributeError):
-        mem_s = "? GiB"
-    return f"{os.cpu_count()} cores, {mem_s}, {cpu}, Python {platform.python_version()}"
 
 
 def run_cases(cases: Iterable[tuple[str, Callable[[], Problem]]], solvers: Sequence[str], *,
@@ -277,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-random", action="store_true", help="IOPDDL G only")
     ap.add_argument("--no-g", action="store_true", help="random cases only")
-    ap.add_argument("--g", type=Path, default=G_PATH)
+    ap.add_argument("--g", type=Path, default=iopddl_path("G"))
     ap.add_argument("--csv", default=str(RESULTS))
     ap.add_argument("--append", action="store_true",
                     help="add rows to an existing --csv instead of starting it anew")

@@ -8,9 +8,9 @@ problem is not counted (``solve_problem`` receives a built Problem).
 
 Usage::
 
-    python benchmarks/time_limits.py                          # zoo at 64 GPUs, limits 1 and 5 s
-    python benchmarks/time_limits.py --models resnet50 --devices 16 --limits 0.5 2 10
-    python benchmarks/time_limits.py --iopddl G S --solvers highs cbc cpsat --limits 5
+    python -m benchmarks.time_limits                          # zoo at 64 GPUs, limits 1 and 5 s
+    python -m benchmarks.time_limits --models resnet50 --devices 16 --limits 0.5 2 10
+    python -m benchmarks.time_limits --iopddl G S --solvers highs cbc cpsat --limits 5
 
 A solver that refuses a problem at once (``dp`` on an interval budget) gets a ``refused`` row
 whose ``held`` is ``n/a``.
@@ -26,18 +26,11 @@ import argparse
 import csv
 import datetime
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.instances import RESULTS_DIR, iopddl_candidates, iopddl_path, machine, zoo_problem
+from milp_parallel.isolation import RETURNED, run_isolated
 
-from solver_scaling import machine, zoo_problem  # noqa: E402
-
-from milp_parallel.isolation import RETURNED, run_isolated  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-IOPDDL_DIR = ROOT.parent / "shared" / "reference" / "iopddl"
 #: The status of a run the solver refused at once (the problem is not of a kind it takes).
 REFUSED = "refused"
 FIELDS = ("machine", "date", "case", "solver", "limit", "status", "objective", "seconds",
@@ -72,7 +65,7 @@ def run(cases: list[tuple[str, str]], solvers: list[str], limits: list[float],
         for case, path in cases:
             for solver in solvers:
                 for limit in limits:
-                    res = run_isolated("time_limits:timed_solve", path, solver, limit,
+                    res = run_isolated("benchmarks.time_limits:timed_solve", path, solver, limit,
                                        kill_after=3 * limit + 10)
                     allowed = max(1.0, 0.05 * limit)
                     if res.status == RETURNED:
@@ -103,11 +96,10 @@ def main(argv=None) -> int:
                                                      "densenet121", "bert_base"])
     ap.add_argument("--devices", type=int, default=64)
     ap.add_argument("--iopddl", nargs="*", default=["G"],
-                    help="IOPDDL instance letters from ../shared/reference/iopddl")
+                    help="IOPDDL instance letters (../shared/reference/iopddl, else data/)")
     ap.add_argument("--solvers", nargs="+", default=["auto", "dp", "highs", "cbc", "cpsat"])
     ap.add_argument("--limits", nargs="+", type=float, default=[1.0, 5.0])
-    ap.add_argument("--csv", type=Path, default=ROOT / "benchmarks" / "results" /
-                    "time_limits.csv")
+    ap.add_argument("--csv", type=Path, default=RESULTS_DIR / "time_limits.csv")
     ap.add_argument("--work", type=Path, default=Path("/tmp/milp_parallel_time_limits"))
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -120,13 +112,12 @@ def main(argv=None) -> int:
         p.save(path)
         cases.append((f"{m}-{args.devices}" + ("+budget" if p.has_budget else ""), str(path)))
     for letter in args.iopddl:
-        path = IOPDDL_DIR / f"asplos-2025-iopddl-{letter}.json.gz"
-        if not path.exists():
-            path = ROOT / "data" / f"asplos-2025-iopddl-{letter}.json.gz"
-        if path.exists():
+        path = iopddl_path(letter)
+        if path is not None:
             cases.append((f"iopddl-{letter}", str(path)))
         else:
-            print(f"iopddl-{letter}: not found, skipped")
+            print(f"iopddl-{letter}: not found in "
+                  f"{', '.join(map(str, iopddl_candidates(letter)))}, skipped")
     rows = run(cases, args.solvers, args.limits, args.csv)
     held = sum(r["held"] == "yes" for r in rows)
     ran = sum(r["held"] != "n/a" for r in rows)

@@ -226,6 +226,8 @@ CASES = [
     ("models --bogus", ["--bogus"]),
     ("clusters extra", ["extra"]),
     ("calibrate", ["--out"]),
+    # a command that left the package: what to run instead
+    ("reproduce --out {d}/afile/x", ["reproduce", "python -m benchmarks.reproduce"]),
 ]
 
 #: Every reader of a user's file, with the files that are not documents of its kind.
@@ -270,7 +272,6 @@ OUTPUTS = [
     ("sweep {d}/x.sweep.toml --out {d}/binary.json", ["binary.json"]),
     ("report {d}/good.jsonl --out {d}/afile --no-plots", ["afile"]),
     ("report {d}/good.jsonl --out {d}/afile/sub --no-plots", ["afile"]),
-    ("reproduce --out {d}/afile/x", ["afile"]),
 ]
 
 #: Sweep files with a mistake found at load: (file, words).

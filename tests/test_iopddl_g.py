@@ -3,27 +3,23 @@ costs): the proven optimum is 217,039. Skipped when the reference file is absent
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from benchmarks.instances import iopddl_path
 from milp_parallel.problem import Problem
 from milp_parallel.solvers import solve_problem
 from milp_parallel.solvers.heuristics import incumbent
 from milp_parallel.solvers.milp import formulate, presolve
 
-G_PATHS = [Path(__file__).resolve().parents[1] / "data" / "asplos-2025-iopddl-G.json.gz",
-           Path(__file__).resolve().parents[2] / "shared" / "reference" / "iopddl"
-           / "asplos-2025-iopddl-G.json.gz"]
 G_OPTIMUM = 217_039
 
 
 @pytest.fixture(scope="module")
 def g_problem() -> Problem:
-    for p in G_PATHS:
-        if p.exists():
-            return Problem.from_iopddl(p)
-    pytest.skip("IOPDDL instance G is not available (asplos-2025-iopddl-G.json.gz)")
+    path = iopddl_path("G")
+    if path is None:
+        pytest.skip("IOPDDL instance G is not available (asplos-2025-iopddl-G.json.gz)")
+    return Problem.from_iopddl(path)
 
 
 def test_presolve_removes_every_sentinel_cost_soundly(g_problem):

@@ -1,41 +1,37 @@
 """IOPDDL: every shared contest instance gives an honest, sentinel-free answer in 5 s, and
 the incumbent heuristic finds sentinel-free feasible assignments that exist only narrowly.
 
-The instances live in ``../shared/reference/iopddl/`` (skipped when absent). Entries of
-``1e18`` and more mean "effectively forbidden": an answer that uses one is worthless when an
-assignment without them exists (issue 12). No wall-clock asserts: the limits are checked by
+The instances live in ``../shared/reference/iopddl/`` (found by
+``benchmarks.instances.iopddl_path``; skipped when absent). Entries of ``1e18`` and more mean
+"effectively forbidden": an answer that uses one is worthless when an assignment without them
+exists (issue 12). No wall-clock asserts: the limits are checked by
 ``benchmarks/iopddl.py``.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.instances import iopddl_candidates, iopddl_path
 from milp_parallel.problem import Problem
 from milp_parallel.solvers import solve_problem
 from milp_parallel.solvers.heuristics import SENTINEL, incumbent
 from milp_parallel.solvers.milp.backend import sentinel_entries
 from milp_parallel.solvers.result import OPTIMALITY_RTOL
 
-FOLDER = Path(__file__).resolve().parents[2] / "shared" / "reference" / "iopddl"
 INSTANCES = ("A", "C", "D", "G", "K", "L", "M", "Q", "R", "S", "T", "U")
-
-
-def _path(letter: str) -> Path:
-    return FOLDER / f"asplos-2025-iopddl-{letter}.json.gz"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("letter", INSTANCES)
 def test_instance_is_solved_honestly_without_sentinels(letter):
-    path = _path(letter)
-    if not path.exists():
-        pytest.skip(f"IOPDDL instance {letter} is not available ({path})")
+    path = iopddl_path(letter)
+    if path is None:
+        pytest.skip(f"IOPDDL instance {letter} is not available "
+                    f"({', '.join(map(str, iopddl_candidates(letter)))})")
     p = Problem.from_iopddl(path)
     r = solve_problem(p, "auto", time_limit=5, threads=1)
     assert r.status in ("optimal", "feasible", "unknown")

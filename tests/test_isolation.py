@@ -1,5 +1,5 @@
 """The one process-isolation runner, sweep item kinds, sweep values checked at load, and the
-reproduce verb outside a checkout."""
+reproduce verb gone from the package (a usage error naming the benchmark)."""
 
 from __future__ import annotations
 
@@ -102,11 +102,14 @@ def test_registered_kinds_run_in_their_own_process(tmp_path):
         sweep.register_item_kind("other", sweep_kinds.run_sleep_item, keys={"sleeps": "s"})
 
 
-def test_reproduce_outside_a_checkout_is_a_clear_usage_error(monkeypatch, capsys):
-    import milp_parallel._checkout as checkout
-    monkeypatch.setattr(checkout, "benchmarks_dir", lambda: None)
-    assert main(["reproduce", "--quick"]) == 2
-    err = capsys.readouterr().err
-    assert "source checkout" in err and "python benchmarks/reproduce.py" in err
-    with pytest.raises(ImportError, match="source tree"):
-        from milp_parallel.reproduce import ReproduceConfig  # noqa: F401
+@pytest.mark.parametrize("argv", [["reproduce", "--quick"], ["-v", "reproduce", "--help"],
+                                  ["reproduce", "--out", "x"]])
+def test_reproduce_is_a_usage_error_naming_the_benchmark(argv, capsys):
+    # the reproduction left the installed package: one line saying what to run instead
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("milp-parallel: error: ") and "source checkout" in err
+    assert "python -m benchmarks.reproduce" in err
+    with pytest.raises(ModuleNotFoundError):
+        import milp_parallel.reproduce  # noqa: F401

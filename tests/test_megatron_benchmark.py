@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("megatron_bench",
-                                                  ROOT / "benchmarks" / "megatron.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from benchmarks import megatron as bench
 
 
 def test_benchmark_reads_a_table_and_writes_one_row_per_input_row(tmp_path, capsys):
-    bench = _bench()
     table = tmp_path / "t.csv"
     table.write_text(",".join(bench.COLUMNS) + "\n" + "0.01,4,64,4,2,2,8,16,1,1,100\n")
     out = tmp_path / "out.csv"

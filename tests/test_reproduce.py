@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.reproduction import (
+    OTHER_RESULTS,
+    SECTION_TITLES,
+    STRATEGIES,
+    ReproduceConfig,
+    _solve_killable,
+    bytes_moved,
+    load_published,
+    reproduce,
+)
 from milp_parallel import clusters
 from milp_parallel.costs import CostModel
 from milp_parallel.errors import FormatError, MilpParallelError
@@ -21,19 +31,6 @@ from milp_parallel.graph import LayerGraph
 from milp_parallel.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from reproduction import (  # noqa: E402
-    OTHER_RESULTS,
-    SECTION_TITLES,
-    STRATEGIES,
-    ReproduceConfig,
-    _solve_killable,
-    bytes_moved,
-    find_oracle_report,
-    load_published,
-    reproduce,
-)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +120,20 @@ def test_missing_published_data_is_a_format_error(tmp_path):
         load_published(tmp_path)
 
 
-def test_oracle_found_in_source_tree_only(tmp_path):
-    assert callable(find_oracle_report(ROOT))
-    assert find_oracle_report(tmp_path) is None
+def test_the_package_never_imports_the_benchmarks():
+    # the reproduction lives in benchmarks/ only: no module of the installed package imports
+    # benchmarks (or looks for the source checkout it came from)
+    assert not (ROOT / "milp_parallel" / "reproduce.py").exists()
+    assert not (ROOT / "milp_parallel" / "_checkout.py").exists()
+    for path in (ROOT / "milp_parallel").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] if node.level == 0 else []
+            else:
+                continue
+            assert not any(n.split(".")[0] == "benchmarks" for n in names), path
 
 
 def test_bad_config():
