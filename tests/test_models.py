@@ -2,7 +2,7 @@
 
 Reference numbers
 -----------------
-``milp_parallel/data/torchvision_reference.json`` holds torchvision 0.28.0's parameter counts and
+``tests/data/torchvision_reference.json`` holds torchvision 0.28.0's parameter counts and
 ``torch.utils.flop_counter.FlopCounterMode`` totals at batch 1, measured beside torch 2.13.0+cpu
 (see its ``provenance``). The script, run with the unpacked torchvision wheel on PYTHONPATH::
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -63,8 +62,8 @@ def zoo() -> dict[str, LayerGraph]:
 
 @pytest.fixture(scope="session")
 def reference() -> dict:
-    text = resources.files("milp_parallel").joinpath("data/torchvision_reference.json")
-    return json.loads(text.read_text())
+    text = (Path(__file__).parent / "data" / "torchvision_reference.json").read_text()
+    return json.loads(text)
 
 
 # ------------------------------------------------------------------ registry

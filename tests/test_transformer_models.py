@@ -3,14 +3,14 @@
 Exact counts against published formulas and numbers, and against torch modules instantiated on
 the meta device where the architecture exists in torch (GPT's layers are
 ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu")``; ViT is torchvision's, whose
-numbers are in ``milp_parallel/data/torchvision_reference.json``). tests/test_models.py also
+numbers are in ``tests/data/torchvision_reference.json``). tests/test_models.py also
 runs every zoo model layer by layer in torch (shapes, parameters, FlopCounterMode).
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,8 +131,8 @@ def test_llama_grouped_query_attention_shapes():
 # ------------------------------------------------------------------ ViT
 @pytest.fixture(scope="module")
 def reference() -> dict:
-    text = resources.files("milp_parallel").joinpath("data/torchvision_reference.json")
-    return json.loads(text.read_text())["models"]
+    text = (Path(__file__).parent / "data" / "torchvision_reference.json").read_text()
+    return json.loads(text)["models"]
 
 
 @pytest.mark.parametrize("name", sorted(VIT_SHAPES))
