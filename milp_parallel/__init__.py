@@ -70,6 +70,8 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("parallelize", "verify_plan", "PlanAudit"):  # lazily: no torch at import
+        return getattr(importlib.import_module(f"{__name__}.runtime"), name)
     if name == "from_hf":  # lazily: importing the package must not import torch/transformers
         return importlib.import_module(f"{__name__}.importers.hf").from_hf
     if name not in _MOVED:

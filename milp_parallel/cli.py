@@ -222,19 +222,6 @@ def _int_range(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-#: Commands that left the installed package, with what to run instead.
-_MOVED = {"reproduce": "'reproduce' is not a command of the installed package: the papers' "
-                       "reproduction needs the source tree; run 'python -m benchmarks.reproduce "
-                       "--quick' from the root of a source checkout"}
-
-
-def _refuse_moved(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
-    """A usage error (exit 2) saying what to run instead when ``argv``'s command moved out."""
-    command = next((a for a in argv if not a.startswith("-")), None)
-    if command in _MOVED:
-        parser.error(_MOVED[command])
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``milp-parallel`` (for documentation tools and tests)."""
     common = _Parser(add_help=False)
@@ -255,8 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     for add in (_add_solve, _add_profile, _add_problem, _add_oracle, _add_sweep, _add_report,
-                _add_listings, _add_calibrate):
+                _add_listings, _add_reproduce, _add_calibrate):
         add(sub, common, fmt)
+    _add_verify(sub, common, fmt)
     return parser
 
 
@@ -472,6 +460,65 @@ def _add_listings(sub, common, fmt) -> None:
     p.set_defaults(func=_cmd_clusters)
 
 
+def _add_reproduce(sub, common, fmt) -> None:
+    """``reproduce``: the papers' results."""
+    p = sub.add_parser("reproduce", parents=[common],
+                       help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
+    p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
+    p.add_argument("--out", default="benchmarks", metavar="DIR",
+                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
+                        "needs a source checkout")
+    p.set_defaults(func=_cmd_reproduce)
+
+
+# ---------------------------------------------------------------------- verify (issue 24)
+def _add_verify(sub, common, fmt) -> None:
+    p = sub.add_parser(
+        "verify", parents=[common], formatter_class=fmt,
+        help="run one training step of a plan's program and audit it against the plan",
+        description="Spawn WORLD_SIZE CPU processes (gloo), run one training step of the "
+                    "plan's parallel program and of the module itself, and print the audit: "
+                    "the largest relative error of outputs, loss and gradients, the bytes of "
+                    "every layer's collectives (predicted by the plan, counted in the "
+                    "program) and the memory per rank. FACTORY() returns (module, "
+                    "example_inputs) at the plan's batch size.",
+        epilog="example:\n"
+               "  milp-parallel verify plan.json --module mynets:resnetlet --world-size 4")
+    p.add_argument("plan", metavar="PLAN.json", help="a plan saved by solve --save")
+    p.add_argument("--module", required=True, metavar="PKG.MODULE:FACTORY",
+                   help="a function returning (torch module, example inputs)")
+    p.add_argument("--world-size", type=_positive_int, metavar="N",
+                   help="processes (default: the plan's devices)")
+    p.add_argument("--backend", default="gloo", help="torch.distributed backend (gloo)")
+    p.add_argument("--optimizer", choices=("adam", "sgd", "momentum"), default="adam")
+    p.add_argument("--save", type=_file_out, metavar="FILE", help="write the audit as JSON")
+    p.set_defaults(func=_cmd_verify)
+
+
+def _cmd_verify(args) -> int:
+    import importlib
+
+    from .plan import Plan
+    from .runtime import verify_plan
+    plan = Plan.load(args.plan)
+    where, _, attr = args.module.partition(":")
+    try:
+        factory = getattr(importlib.import_module(where), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise FormatError(f"--module {args.module!r}: cannot load it ({exc}); give "
+                          "package.module:function, the function returning (module, "
+                          "example_inputs)") from None
+    made = factory()
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise FormatError(f"--module {args.module!r} must return (module, example_inputs)")
+    audit = verify_plan(plan, made[0], made[1], world_size=args.world_size,
+                        backend=args.backend, optimizer=args.optimizer)
+    if args.save:
+        audit.save(args.save)
+    _out(str(audit))
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------- calibrate (issue 15)
 def _add_calibrate(sub, common, fmt) -> None:
     p = sub.add_parser(
@@ -621,6 +668,18 @@ def _cmd_profile(args) -> int:
                           threads=args.threads)
     _out(f"wrote {len(table)} measured tiles to {args.out}")
     return EXIT_OK
+
+
+def _cmd_reproduce(args) -> int:
+    from ._checkout import benchmarks_dir, load_benchmark
+    if benchmarks_dir() is None:
+        raise _UsageError("reproduce runs the benchmarks of a source checkout "
+                          "(benchmarks/reproduce.py), which an installed package does not "
+                          "have: clone the repository and run 'python benchmarks/reproduce.py "
+                          "--quick' (or this command) from its root")
+    script = load_benchmark("reproduce")
+    argv = (["--quick"] if args.quick else []) + ["--out", str(args.out)]
+    return int(script.main(argv))
 
 
 def _cmd_problem(args) -> int:
@@ -925,7 +984,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
-        _refuse_moved(parser, sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
