@@ -164,9 +164,10 @@ def run_highs(arrays: dict, settings: dict) -> dict:
     Returns
     -------
     dict
-        ``values`` (or ``None``), ``optimal``, ``infeasible``, ``bound`` (HiGHS's dual bound
-        on the scaled objective, ``-inf`` when none), ``status`` (HiGHS's words),
-        ``nodes``, ``seconds``.
+        ``values`` (or ``None``), ``optimal``, ``infeasible``, ``time_limit`` (it stopped
+        at the time limit: its own or the interrupt at the deadline), ``bound`` (HiGHS's
+        dual bound on the scaled objective, ``-inf`` when none), ``status`` (HiGHS's
+        words), ``nodes``, ``seconds``.
     """
     import highspy
 
@@ -237,6 +238,7 @@ def run_highs(arrays: dict, settings: dict) -> dict:
     if not math.isfinite(bound) or abs(bound) >= inf:
         bound = -math.inf
     return {"values": np.asarray(h.getSolution().col_value) if has_sol else None,
-            "optimal": ms == M.kOptimal, "infeasible": ms == M.kInfeasible, "bound": bound,
+            "optimal": ms == M.kOptimal, "infeasible": ms == M.kInfeasible,
+            "time_limit": ms in (M.kTimeLimit, M.kInterrupt), "bound": bound,
             "status": h.modelStatusToString(ms), "nodes": int(info.mip_node_count),
             "seconds": seconds}
