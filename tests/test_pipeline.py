@@ -26,9 +26,9 @@ from milp_parallel.pipeline import (
     megatron_kinds,
     solve_pipeline,
 )
-from milp_parallel.step_costs import StepPricer
-from milp_parallel.tensor_parallel import layer_kinds, relayout
-from milp_parallel.training_memory import MixedPrecision, saved_activation_bytes
+from milp_parallel.pipeline.step_costs import StepPricer
+from milp_parallel.pipeline.tensor_parallel import layer_kinds, relayout
+from milp_parallel.pipeline.training_memory import MixedPrecision, saved_activation_bytes
 
 TINY = dict(layers=4, hidden=64, heads=4, vocab=128, seq_len=32)
 
@@ -352,7 +352,7 @@ def test_the_step_prices_gemms_at_bf16_whatever_dtype_the_preset_defaults_to():
     # presets default to fp32 peaks; the transformer step is mixed precision (bf16, or fp16
     # where the device states no bf16 peak), so the name alone must not price it at fp32
     from milp_parallel import clusters
-    from milp_parallel.step_costs import StepPricer
+    from milp_parallel.pipeline.step_costs import StepPricer
     fp32 = StepPricer(clusters.get("selene"))
     bf16 = StepPricer(clusters.get("selene", dtype="bf16"))
     assert fp32.dtype == bf16.dtype == "bf16" and fp32.flops_per_s == bf16.flops_per_s

@@ -1,0 +1,208 @@
+"""Prices of one stage shape: each layer's criteria under each kind, re-layouts, messages.
+
+May import: ``graph``, ``.step_costs``, ``.tensor_parallel``, ``.training_memory``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..graph import LayerGraph
+from .step_costs import StepPricer
+from .tensor_parallel import Kind, layer_kinds, relayout
+from .training_memory import MixedPrecision, saved_activation_bytes
+
+#: The criteria of an assignment: tau, psi, state bytes, activation bytes per micro-batch,
+#: working set.
+_N_CRIT = 5
+
+
+def _share(layout: str | None, t: int) -> float:
+    return 1.0 / t if layout in ("S", "C", "N") else 1.0
+
+
+def _weight_elements(layer) -> int:
+    """Elements of the weights the layer reads (a tied linear reads its embedding's)."""
+    if layer.op == "linear" and layer.attrs.get("tied_to"):
+        a = layer.attrs
+        return a["in_features"] * a["out_features"] + (a["out_features"] if a["bias"] else 0)
+    return int(layer.params)
+
+
+class _MeshPricing:
+    """Costs of the layers and re-layouts of one stage shape: ``stage_devices`` devices as a
+    ``d x t`` mesh, ``b`` samples per group per micro-batch. Stage 0's devices stand for every
+    stage (stages are translates of each other)."""
+
+    def __init__(self, graph: LayerGraph, pricer: StepPricer, precision: MixedPrecision,
+                 stage_devices: int, t: int, b: int, flash: bool):
+        self.graph, self.pricer, self.precision = graph, pricer, precision
+        self.stage_devices, self.t, self.b, self.flash = stage_devices, t, b, flash
+        self.d = stage_devices // t
+        # the groups that run at the same time (they share the nodes' network cards)
+        grid = np.arange(stage_devices).reshape(self.d, t)
+        self.groups = {"tp": grid, "d": grid.T, "dt": grid.reshape(1, -1)}
+        self._terms: dict = {}
+        self._kinds: dict = {}
+
+    def terms(self, name: str, group: str, nbytes: float = 64 * 2**20
+              ) -> tuple[float, float]:
+        """Latency and seconds per byte of a collective on one of the stage's groups (the
+        algorithm chosen for ``nbytes``; 64 MiB: a data-parallel gradient bucket)."""
+        key = (name, group, nbytes)
+        hit = self._terms.get(key)
+        if hit is None:
+            hit = self.pricer.collective_terms(name, self.groups[group], nbytes=nbytes)
+            self._terms[key] = hit
+        return hit
+
+    def coll(self, name: str | None, group: str, nbytes: float) -> float:
+        if name is None or nbytes <= 0:
+            return 0.0
+        lat, per = self.terms(name, group, float(nbytes))
+        return lat + per * nbytes
+
+    def kinds(self, layer) -> tuple[Kind, ...]:
+        hit = self._kinds.get(layer.name)
+        if hit is None:
+            hit = layer_kinds(layer, self.t, micro_batch=self.b)
+            self._kinds[layer.name] = hit
+        return hit
+
+    def sync_group(self, kind: Kind) -> tuple[str, int]:
+        if kind.split_weights or kind.name == "R" or self.t == 1:
+            return "d", self.d
+        return "dt", self.d * self.t
+
+    # ------------------------------------------------------------------ one layer
+    def layer_costs(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False
+                    ) -> dict[str, float]:
+        """Per micro-batch (``fwd``, ``bwd``, ``zero_tau``), per iteration (``psi``),
+        bytes (``state``, ``kept``, ``scores``) of one layer under one kind and ZeRO stage.
+        ``tied_copy``: a tied linear on another stage than its embedding keeps (and
+        synchronizes) its own copy of the weight."""
+        t, b, pr = self.t, self.b, self.precision
+        ab = float(pr.activation_bytes)
+        op = layer.op
+        out: dict[str, float] = {}
+        if op == "input":
+            return dict(fwd=0.0, bwd=0.0, zero_tau=0.0, psi=0.0, state=0.0, kept=0.0,
+                        scores=0.0, fwd_comm=0.0)
+        flops = float(layer.flops) * b / (t if kind.split_compute else 1)
+        w_el = _weight_elements(layer)
+        w_local = w_el / t if kind.split_weights else float(w_el)
+        ins = layer.input_elements
+        if op == "embedding":
+            moved = 2.0 * ab * b * layer.output_elements * _share(kind.out, t)
+        else:
+            moved = ab * b * (sum(n * _share(L, t) for n, L in zip(ins, kind.ins))
+                              + layer.output_elements * _share(kind.out, t))
+            moved += float(pr.param_bytes) * w_local
+        scores = 0.0
+        dropout = False
+        if op == "attention" and not self.flash:
+            s = layer.output_shape[1]
+            scores = layer.attrs["heads"] * s * s * b / (t if kind.split_compute else 1)
+            dropout = layer.attrs.get("dropout", 0.0) > 0
+        fwd, bwd = self.pricer.compute_seconds(op, flops, moved, score_elements=scores,
+                                               attention_dropout=dropout)
+        comm = 0.0
+        if kind.gathers_input:
+            nb = ab * b * ins[0]
+            ag = self.coll("allgather", "tp", nb)
+            comm = ag
+            bwd += ag + self.coll("reducescatter", "tp", nb)
+        if kind.reduces_loss:
+            tokens = b * (ins[0] // layer.input_shapes[0][-1])
+            comm += self.coll("allreduce", "tp", 3.0 * 4.0 * tokens)
+        fwd += comm
+        params = w_local if (w_el > 0 and (layer.params > 0 or tied_copy)) else 0.0
+        zero_tau = psi = state = 0.0
+        if params > 0:
+            group, size = self.sync_group(kind)
+            gb, wb = float(pr.grad_bytes), float(pr.param_bytes)
+            if zero == 2:
+                zero_tau = self.terms("reducescatter", group)[1] * params * gb
+            elif zero == 3:
+                zero_tau = (2 * self.terms("allgather", group)[1] * params * wb
+                            + self.terms("reducescatter", group)[1] * params * gb)
+            if zero in (0, 1):
+                psi = self.terms("allreduce", group)[1] * params * gb
+            elif zero == 2:
+                psi = self.terms("allgather", group)[1] * params * wb
+            psi += self.pricer.optimizer_seconds(params / (size if zero >= 1 else 1))
+            state = params * pr.state_bytes_per_param(zero, size)
+        kept, sc = saved_activation_bytes(layer, kind, t, b, pr, flash=self.flash)
+        out.update(fwd=fwd, bwd=bwd, zero_tau=zero_tau, psi=psi, state=state, kept=kept,
+                   scores=sc, fwd_comm=comm)
+        return out
+
+    def criteria(self, layer, kinds: Sequence[Kind], zero: int, mode: str, *,
+                 tied_copy: bool = False) -> np.ndarray:
+        """``(K, 5)``: tau, psi, state, activation per micro-batch in flight, working set."""
+        out = np.zeros((len(kinds), _N_CRIT))
+        for k, kind in enumerate(kinds):
+            c = self.layer_costs(layer, kind, zero, tied_copy=tied_copy)
+            tau = c["fwd"] + c["bwd"] + c["zero_tau"]
+            act, ws = c["kept"] + c["scores"], 0.0
+            if mode == "full":
+                tau += c["fwd"]
+                act, ws = 0.0, c["kept"] + c["scores"]
+            elif mode == "selective" and layer.op == "attention":
+                tau += c["fwd"] - c["fwd_comm"]
+                act, ws = c["kept"], c["scores"]
+            out[k] = (tau, c["psi"], c["state"], act, ws)
+        return out
+
+    # ------------------------------------------------------------------ one edge
+    def edge(self, producer, consumer, index: int, ku: Sequence[Kind], kv: Sequence[Kind]
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """``(forward, backward)`` re-layout seconds, each ``(K_u, K_v)``."""
+        fw = np.zeros((len(ku), len(kv)))
+        bw = np.zeros((len(ku), len(kv)))
+        if producer.op == "input":
+            return fw, bw
+        nb = float(self.precision.activation_bytes) * self.b * producer.output_elements
+        for a, x in enumerate(ku):
+            for c, y in enumerate(kv):
+                fw[a, c] = self.coll(relayout(x.out, y.ins[index]), "tp", nb)
+                g = y.in_grads[index]
+                if g is not None:
+                    bw[a, c] = self.coll(relayout(g, x.out_grad), "tp", nb)
+        return fw, bw
+
+    def send_seconds(self, nbytes: float, out: str, out_grad: str,
+                     devices: tuple[int, int]) -> float:
+        """The sending stage's half of one inter-stage message, per micro-batch.
+
+        Messages travel as ``1/t`` sequence pieces, one per device of the group, each over
+        its own link (Megatron-LM's scatter/gather): the sender re-lays its output out to
+        pieces (free from a replicated or sequence-split output), sends them, and in the
+        backward pass re-lays the gradient pieces it receives to the layout it needs. The
+        gradient's transfer is the receiver's (:meth:`recv_seconds`).
+        """
+        lat, per = self.pricer.p2p_terms(*devices)
+        t = self.t
+        if t == 1:
+            return lat + per * nbytes
+        return (self.coll(relayout(out, "S"), "tp", nbytes) + lat + per * nbytes / t
+                + self.coll(relayout("S", out_grad), "tp", nbytes))
+
+    def recv_seconds(self, nbytes: float, ins: Sequence[str], in_grads: Sequence[str | None],
+                     devices: tuple[int, int]) -> float:
+        """The receiving stage's half: re-lay the pieces out for each consumer, and in the
+        backward pass re-lay each consumer's input gradient to pieces (a reduce-scatter for
+        partial sums), add them and send them back."""
+        lat, per = self.pricer.p2p_terms(*devices)
+        t = self.t
+        grads = [g for g in in_grads if g is not None]
+        if t == 1:
+            return lat + per * nbytes if grads else 0.0
+        cost = sum(self.coll(relayout("S", d), "tp", nbytes) for d in ins)
+        if grads:
+            cost += sum(self.coll(relayout(g, "S"), "tp", nbytes) for g in grads)
+            cost += lat + per * nbytes / t
+        return cost
+

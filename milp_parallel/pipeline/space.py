@@ -1,0 +1,121 @@
+"""The declared space: :class:`PipelineOptions`, the schedules and what each keeps in flight.
+
+May import: ``errors``, ``.training_memory``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidOptionError
+from .training_memory import MixedPrecision, check_recompute, check_zero
+
+__all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches"]
+
+#: Pipeline schedules.
+SCHEDULES = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """The declared space :func:`solve_pipeline` searches (defaults: everything valid).
+
+    Parameters
+    ----------
+    pipeline : sequence of int, optional
+        Candidate stage counts ``p`` (default: every divisor of the devices up to the number
+        of blocks).
+    tensor : sequence of int, optional
+        Candidate tensor-parallel group sizes ``t`` (default: the powers of two dividing the
+        GPUs of a node).
+    micro_batches : sequence of int, optional
+        Candidate micro-batch counts ``m`` (default: every ``m`` with ``B / (m d)`` whole).
+    chunks : sequence of int, default (1, 2)
+        Interleaved chunks per device ``v`` (1 = not interleaved; ``v > 1`` with 1F1B only).
+    schedules : sequence of str, default ("1f1b",)
+        Among :data:`SCHEDULES`. GPipe takes the same time as 1F1B and keeps more micro-batches
+        in flight, so it only wins where asked for alone.
+    zero : sequence of int, default (0, 1, 2, 3)
+        ZeRO stages a stage may use.
+    recompute : sequence of str, default ("none", "selective", "full")
+        Recomputation modes a stage's blocks may use.
+    tie_blocks : bool, default True
+        The blocks of a stage share one assignment (the only space searched; ``False`` is
+        refused at present).
+    flash_attention : bool, default False
+        The attention core keeps no ``S x S`` tensors (a fused kernel).
+    precision : MixedPrecision
+        Bytes per element (16-bit training with fp32 Adam).
+    time_limit : float, optional
+        Seconds for the whole search; when it runs out the best plan so far is returned
+        with ``status="feasible"`` and the lower bound reached.
+
+    Raises
+    ------
+    InvalidOptionError
+        A value outside the allowed ones.
+    """
+
+    pipeline: tuple[int, ...] | None = None
+    tensor: tuple[int, ...] | None = None
+    micro_batches: tuple[int, ...] | None = None
+    chunks: tuple[int, ...] = (1, 2)
+    schedules: tuple[str, ...] = ("1f1b",)
+    zero: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = ("none", "selective", "full")
+    tie_blocks: bool = True
+    flash_attention: bool = False
+    precision: MixedPrecision = field(default_factory=MixedPrecision)
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("pipeline", "tensor", "micro_batches", "chunks"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            v = (v,) if isinstance(v, int) else tuple(v)
+            if not v or any(not isinstance(x, (int, np.integer)) or isinstance(x, bool)
+                            or x < 1 for x in v):
+                raise InvalidOptionError(f"PipelineOptions.{name} must be positive integers, "
+                                         f"got {getattr(self, name)!r}")
+            object.__setattr__(self, name, tuple(sorted({int(x) for x in v})))
+        sch = (self.schedules,) if isinstance(self.schedules, str) else tuple(self.schedules)
+        if not sch or any(s not in SCHEDULES for s in sch):
+            raise InvalidOptionError(f"PipelineOptions.schedules must be among {SCHEDULES}, "
+                                     f"got {self.schedules!r}")
+        object.__setattr__(self, "schedules", tuple(s for s in SCHEDULES if s in sch))
+        object.__setattr__(self, "zero", check_zero(self.zero))
+        object.__setattr__(self, "recompute", check_recompute(self.recompute))
+        if not self.tie_blocks:
+            raise InvalidOptionError("PipelineOptions.tie_blocks=False: only the tied space "
+                                     "is searched at present (the plan reports the untied "
+                                     "lower bound instead)")
+        if self.time_limit is not None and not (self.time_limit > 0):
+            raise InvalidOptionError(f"PipelineOptions.time_limit must be positive seconds, "
+                                     f"got {self.time_limit!r}")
+
+
+def in_flight_micro_batches(schedule: str, p: int, m: int, v: int = 1) -> tuple[int, ...]:
+    """Micro-batches (chunk micro-batches when ``v > 1``) whose activations each stage keeps
+    at once.
+
+    Examples
+    --------
+    >>> in_flight_micro_batches("1f1b", 4, 8), in_flight_micro_batches("gpipe", 4, 8)
+    ((4, 3, 2, 1), (8, 8, 8, 8))
+    >>> in_flight_micro_batches("1f1b", 4, 8, 2)
+    (11, 9, 7, 5)
+    """
+    if schedule == "gpipe":
+        if v != 1:
+            raise InvalidOptionError(f"GPipe is not interleaved: chunks={v} needs '1f1b'")
+        return (m,) * p
+    if v == 1:
+        return tuple(min(m, p - s) for s in range(p))
+    return tuple(min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1) for s in range(p))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

@@ -1,0 +1,214 @@
+"""Memory of mixed-precision training: parameters, gradients and optimizer state under ZeRO
+stages 0-3, activations kept for the backward pass, and activation recomputation.
+
+Model state (Rajbhandari et al., *ZeRO*, SC'20, section 3.1: mixed-precision Adam keeps
+``2 + 2 + 12 = 16`` bytes per parameter): 16-bit weights and gradients, and fp32 master
+weights plus Adam's two fp32 moments (:class:`MixedPrecision`). ZeRO divides by the
+data-parallel group ``G`` of a parameter (:meth:`MixedPrecision.state_bytes_per_param`):
+
+====== ====================================================
+stage  bytes per parameter on one device
+====== ====================================================
+0      ``w + g + (master + optimizer)``
+1      ``w + g + (master + optimizer) / G``
+2      ``w + (g + master + optimizer) / G``
+3      ``(w + g + master + optimizer) / G``
+====== ====================================================
+
+Activations (Korthikanti et al., *Reducing Activation Recomputation in Large Transformer
+Models*, MLSys 2023, section 4.1), per micro-batch, of what each layer keeps for its backward
+pass (:func:`saved_activation_bytes`): a norm, a linear, an element-wise function keep their
+input (16-bit); an element-wise product keeps both inputs; a dropout keeps its 1-byte mask;
+the attention core keeps its packed ``q, k, v`` input and, per head, the ``S x S`` softmax
+output (2 bytes), dropout mask (1) and dropout output (2) (only the softmax output without
+dropout; nothing of the square with flash attention); the cross-entropy keeps its logits in
+fp32; adds, embeddings and layout ops keep nothing. For a GPT layer this is the paper's
+``s b h (34 + 5 a s / h)`` bytes, and ``s b h (10 + 24 / t + 5 a s / (h t))`` with ``t``-way
+tensor parallelism (norms, dropouts and the projections' inputs replicated), ``s b h (34 +
+5 a s / h) / t`` with sequence parallelism (checked in the tests).
+
+Recomputation (:data:`RECOMPUTE_MODES`), per transformer layer: ``none`` keeps everything;
+``selective`` drops the attention core's ``S x S`` tensors and recomputes that core in the
+backward pass; ``full`` keeps only the layer's input (split over the tensor-parallel group,
+Megatron-LM's ``--distribute-checkpointed-activations``) and re-runs the layer's forward
+pass, holding one layer's activations at a time.
+
+May import: ``errors``.
+
+Examples
+--------
+>>> MixedPrecision().state_bytes_per_param(0, 8), MixedPrecision().state_bytes_per_param(3, 8)
+(16.0, 2.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InvalidOptionError
+
+__all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
+           "check_zero", "check_recompute"]
+
+#: Per-layer recomputation choices (see the module docstring).
+RECOMPUTE_MODES = ("none", "selective", "full")
+#: ZeRO stages.
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def check_zero(stages) -> tuple[int, ...]:
+    """Validate a collection of ZeRO stages; returns them as a sorted tuple."""
+    try:
+        out = tuple(sorted({int(z) for z in stages}))
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"zero stages must be integers among {ZERO_STAGES}, got "
+                                 f"{stages!r}") from None
+    if not out or any(z not in ZERO_STAGES for z in out):
+        raise InvalidOptionError(f"zero stages must be a non-empty subset of {ZERO_STAGES}, "
+                                 f"got {stages!r}")
+    return out
+
+
+def check_recompute(modes) -> tuple[str, ...]:
+    """Validate a collection of recomputation modes (kept in :data:`RECOMPUTE_MODES` order)."""
+    if isinstance(modes, str):
+        modes = (modes,)
+    modes = tuple(modes)
+    bad = [m for m in modes if m not in RECOMPUTE_MODES]
+    if not modes or bad:
+        raise InvalidOptionError(f"recompute modes must be a non-empty subset of "
+                                 f"{RECOMPUTE_MODES}, got {modes!r}")
+    return tuple(m for m in RECOMPUTE_MODES if m in modes)
+
+
+@dataclass(frozen=True)
+class MixedPrecision:
+    """Bytes per element of mixed-precision training with Adam.
+
+    Parameters
+    ----------
+    param_bytes, grad_bytes : int, default 2
+        16-bit weights and gradients.
+    master_bytes : int, default 4
+        fp32 master weights.
+    optimizer_bytes : int, default 8
+        Adam's two fp32 moments.
+    activation_bytes : int, default 2
+        Activations kept for the backward pass.
+    mask_bytes : int, default 1
+        Dropout masks.
+    loss_bytes : int, default 4
+        The cross-entropy's logits (kept in fp32).
+
+    Raises
+    ------
+    InvalidOptionError
+        A negative size (or a non-positive weight / activation size).
+    """
+
+    param_bytes: int = 2
+    grad_bytes: int = 2
+    master_bytes: int = 4
+    optimizer_bytes: int = 8
+    activation_bytes: int = 2
+    mask_bytes: int = 1
+    loss_bytes: int = 4
+
+    def __post_init__(self) -> None:
+        for k, v in self.__dict__.items():
+            pos = k in ("param_bytes", "activation_bytes")
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or (
+                    pos and v <= 0):
+                raise InvalidOptionError(f"MixedPrecision.{k} must be a "
+                                         f"{'positive' if pos else 'non-negative'} number, "
+                                         f"got {v!r}")
+
+    @property
+    def state_bytes(self) -> float:
+        """All model-state bytes per parameter without ZeRO."""
+        return float(self.param_bytes + self.grad_bytes + self.master_bytes
+                     + self.optimizer_bytes)
+
+    def state_bytes_per_param(self, zero: int, group: int) -> float:
+        """Model-state bytes per parameter on one device under ZeRO stage ``zero`` with a
+        data-parallel group of ``group`` devices.
+
+        Raises
+        ------
+        InvalidOptionError
+            An unknown stage or a non-positive group.
+        """
+        if zero not in ZERO_STAGES:
+            raise InvalidOptionError(f"ZeRO stage must be one of {ZERO_STAGES}, got {zero!r}")
+        if not isinstance(group, int) or group < 1:
+            raise InvalidOptionError(f"data-parallel group must be a positive integer, "
+                                     f"got {group!r}")
+        w, g = float(self.param_bytes), float(self.grad_bytes)
+        opt = float(self.master_bytes + self.optimizer_bytes)
+        if zero == 0:
+            return w + g + opt
+        if zero == 1:
+            return w + g + opt / group
+        if zero == 2:
+            return w + (g + opt) / group
+        return (w + g + opt) / group
+
+
+def _share(layout: str | None, t: int) -> float:
+    return 1.0 / t if layout in ("S", "C", "N") else 1.0
+
+
+def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
+                           precision: MixedPrecision | None = None, *, flash: bool = False
+                           ) -> tuple[float, float]:
+    """Bytes one device keeps for the backward pass of ``layer`` under ``kind``.
+
+    Parameters
+    ----------
+    layer : Layer
+    kind : tensor_parallel.Kind
+    t : int
+        Tensor-parallel group size.
+    micro_batch : int
+        Samples the group processes at once.
+    precision : MixedPrecision, optional
+    flash : bool
+        Attention keeps no ``S x S`` tensor (a fused kernel recomputes it).
+
+    Returns
+    -------
+    (kept, scores) : tuple of float
+        ``kept``: everything except the attention core's ``S x S`` tensors, which are
+        ``scores`` (what selective recomputation drops).
+    """
+    pr = precision or MixedPrecision()
+    op = layer.op
+    a_b = float(pr.activation_bytes) * micro_batch
+    ins = layer.input_elements
+    if op in ("layernorm", "rmsnorm", "elementwise", "conv", "batchnorm"):
+        return a_b * ins[0] * _share(kind.ins[0], t), 0.0
+    if op == "linear":
+        share = 1.0 / t if kind.gathers_input else _share(kind.ins[0], t)
+        return a_b * ins[0] * share, 0.0
+    if op in ("mul", "matmul"):
+        return sum(a_b * n * _share(L, t) for n, L in zip(ins, kind.ins)), 0.0
+    if op == "dropout":
+        p = float(layer.attrs.get("p", 0.0))
+        return (float(pr.mask_bytes) * micro_batch * layer.output_elements
+                * _share(kind.out, t) if p > 0 else 0.0), 0.0
+    if op == "softmax":
+        return a_b * layer.output_elements * _share(kind.out, t), 0.0
+    if op == "loss":
+        return float(pr.loss_bytes) * micro_batch * ins[0] * _share(kind.ins[0], t), 0.0
+    if op == "attention":
+        at = layer.attrs
+        kept = a_b * ins[0] * _share(kind.ins[0], t)
+        if flash:
+            return kept, 0.0
+        s = layer.output_shape[1]
+        per = float(pr.activation_bytes)
+        if at.get("dropout", 0.0) > 0:
+            per += float(pr.mask_bytes) + float(pr.activation_bytes)
+        share = 1.0 / t if kind.split_compute else 1.0
+        return kept, per * micro_batch * at["heads"] * s * s * share
+    return 0.0, 0.0
