@@ -2,7 +2,8 @@
 
 Imports :mod:`.kinds` only, of ``sweep/`` (never :mod:`.runner`, which imports this module;
 it has its own logger); ``__version__`` from :mod:`milp_parallel._version`, not the package
-face; and, lazily, :mod:`milp_parallel.plan` and :mod:`milp_parallel.solvers` to run one.
+face; and, lazily, :mod:`milp_parallel.inputs`, :mod:`milp_parallel.plan` and
+:mod:`milp_parallel.solvers` to run one.
 
 The built-in kinds, registered when ``milp_parallel.sweep`` is imported: ``model`` items
 (:func:`milp_parallel.solve` a model on a cluster, a :func:`plan_summary` kept) and
@@ -111,9 +112,10 @@ def _run_problem_item(item: SweepItem) -> dict:
 
 def _run_model_item(item: SweepItem) -> dict:
     """Runner of ``model`` items: :func:`~milp_parallel.plan.solve` a model on a cluster."""
-    from ..plan import _is_path, make_problem, solve
+    from ..inputs import is_path
+    from ..plan import make_problem, solve
     p = dict(item.params)
-    model, cluster = (str(_item_path(x, item.base_dir)) if _is_path(x) else x
+    model, cluster = (str(_item_path(x, item.base_dir)) if is_path(x) else x
                       for x in (p["model"], p["cluster"]))
     kw = dict(devices=p["devices"], batch_size=p.get("batch_size"),
               memory_limit=p.get("memory_limit"))

@@ -406,14 +406,14 @@ def _item_problems(items: Sequence[SweepItem], where: str) -> list[MilpParallelE
 def _check_value(what: str, value: Any, base_dir: str, devices: Any
                  ) -> MilpParallelError | None:
     """The error that the item's ``what`` (model, cluster, problem) would stop it with."""
-    from ..plan import _is_path
+    from ..inputs import is_path
     if not isinstance(value, str):
         return FormatError(f"{what} {value!r:.40} must be a name or a file path")
     try:
         if what == "problem":
             _sniff_problem_file(_item_path(value, base_dir))
         elif what == "model":
-            if _is_path(value):
+            if is_path(value):
                 from ..graph import LayerGraph
                 LayerGraph.load(_item_path(value, base_dir))
             else:
@@ -422,9 +422,9 @@ def _check_value(what: str, value: Any, base_dir: str, devices: Any
                     return UnknownNameError(
                         f"unknown model {value!r}{suggest(value, models.names()) or ';'} "
                         f"known models: {', '.join(models.names())} (or a graph JSON file)")
-        elif _is_path(value):
-            from ..configs import check_device_count
-            from ..topology import Topology
+        elif is_path(value):
+            from ..costs.configs import check_device_count
+            from ..machine.topology import Topology
             topo = Topology.load(_item_path(value, base_dir))
             if devices is not None and devices > topo.n_devices:
                 return FormatError(f"cluster file {value!r} has {topo.n_devices} devices, "
@@ -433,8 +433,8 @@ def _check_value(what: str, value: Any, base_dir: str, devices: Any
             if devices is not None:
                 check_device_count(devices, where=f"cluster {value!r}")
         else:
-            from .. import clusters
-            from ..configs import check_device_count
+            from ..costs.configs import check_device_count
+            from ..machine import clusters
             if value not in clusters.names():
                 return UnknownNameError(
                     f"unknown cluster {value!r}{suggest(value, clusters.names()) or ';'} "
