@@ -45,8 +45,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from .._optional import require
-from ..errors import InvalidGraphError, InvalidOptionError
+from ..errors import InvalidGraphError, InvalidOptionError, require
 from ..graph import LayerGraph
 
 __all__ = ["from_hf", "hf_modules", "HF_FAMILIES", "BLOCK_MODULES", "hf_family"]

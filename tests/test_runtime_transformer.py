@@ -1,0 +1,212 @@
+"""parallelize_transformer: transformer plans run on tiny Hugging Face Llama and GPT-2
+modules in real gloo CPU processes (world sizes 2 and 4, float32), gradients and loss
+against the single-process step.
+
+C1's audit harness (runtime/verify.py) was not there when this was written: the spawn is
+this file's own (``_run``), and it checks numerics only; collectives and memory are audited
+in benchmarks/memory_audit.py (memory at the Megatron sizes under fake tensors).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import traceback
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tr = pytest.importorskip("transformers")
+dist = torch.distributed
+if not dist.is_available():  # pragma: no cover
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+from milp_parallel.errors import InvalidOptionError, UnsupportedProblemError  # noqa: E402
+from milp_parallel.importers.hf import from_hf  # noqa: E402
+from milp_parallel.pipeline import evaluate_configuration  # noqa: E402
+
+SEQ = 16
+
+
+def _config(family: str, *, layers: int = 2, tied: bool = True):
+    if family == "llama":
+        return tr.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48,
+                              num_hidden_layers=layers, num_attention_heads=4,
+                              num_key_value_heads=2, max_position_embeddings=SEQ)
+    return tr.GPT2Config(vocab_size=64, n_embd=32, n_layer=layers, n_head=4, n_positions=SEQ,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                         tie_word_embeddings=tied)
+
+
+def _model(config):
+    torch.manual_seed(0)
+    config._attn_implementation = "sdpa"
+    cls = tr.LlamaForCausalLM if config.model_type == "llama" else tr.GPT2LMHeadModel
+    return cls(config).float()
+
+
+def _plan(config, world: int, spec: dict):
+    g = from_hf(config, batch_size=spec["batch"], seq_len=SEQ)
+    return evaluate_configuration(
+        g, "selene", devices=world, global_batch=spec["batch"], tensor=spec.get("t", 1),
+        pipeline=spec.get("p", 1), micro_batch_size=spec.get("b", 1),
+        chunks=spec.get("v", 1), schedule=spec.get("schedule", "1f1b"),
+        recompute=spec.get("recompute", "none"), zero=spec.get("zero", 1),
+        kinds=spec.get("kinds", "megatron"), memory_limit=float("inf"))
+
+
+def _worker(rank: int, world: int, path: str, spec: dict, queue) -> None:
+    try:
+        from torch.distributed.tensor import DTensor
+
+        from milp_parallel.runtime.transformer import causal_lm_loss, parallelize_transformer
+        dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank,
+                                world_size=world)
+        config = _config(spec["family"], layers=spec.get("layers", 2),
+                         tied=spec.get("tied", True))
+        model = _model(config)
+        ref = copy.deepcopy(model)
+        plan = _plan(config, world, spec)
+        torch.manual_seed(1)
+        ids = torch.randint(0, config.vocab_size, (spec["batch"], SEQ))
+        pm = parallelize_transformer(model, plan, seq_len=SEQ)
+        loss = pm(ids)
+        ref_loss = causal_lm_loss(ref(ids).logits, ids)
+        ref_loss.backward()
+        want = {n: p.grad for n, p in ref.named_parameters()}
+        got = pm.full_gradients()
+        errs = {n: float((g - want[n]).abs().max() / want[n].abs().max()) for n, g in got.items()}
+        if pm.is_last_stage:
+            mean = loss.clone()
+            dist.all_reduce(mean, group=pm._mesh["dp"].get_group())
+            errs["loss"] = abs(float(mean) / plan.data - float(ref_loss)) / float(ref_loss)
+        sharded = any(isinstance(p, DTensor) for p in pm.parameters())
+        queue.put((rank, errs, sharded, None))
+        dist.destroy_process_group()
+    except Exception:  # the parent reports it
+        queue.put((rank, {}, False, traceback.format_exc()))
+
+
+def _run(world: int, **spec) -> list:
+    ctx = torch.multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+    os.unlink(path)
+    procs = [ctx.Process(target=_worker, args=(r, world, path, spec, queue))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    out = sorted((queue.get(timeout=600) for _ in procs), key=lambda x: x[0])
+    for p in procs:
+        p.join()
+    for rank, _, _, err in out:
+        assert err is None, f"rank {rank}:\n{err}"
+    return out
+
+
+def _check(out, n_params: int, *, sharded: bool = True) -> None:
+    names = set()
+    for _, errs, is_sharded, _ in out:
+        assert max(errs.values()) <= 1e-4, errs
+        assert is_sharded == sharded
+        names |= set(errs)
+    assert "loss" in names
+    assert len(names - {"loss"}) == n_params          # every parameter's gradient, somewhere
+
+
+LLAMA_PARAMS, GPT2_PARAMS, GPT2_UNTIED = 21, 28, 29
+
+
+@pytest.mark.slow
+def test_llama_tensor_parallel_vocab_loss_selective_recompute_world2():
+    _check(_run(2, family="llama", batch=2, t=2, b=2, recompute="selective"), LLAMA_PARAMS)
+
+
+@pytest.mark.slow
+def test_llama_sequence_parallel_zero3_full_recompute_world4():
+    _check(_run(4, family="llama", batch=4, t=2, b=1, zero=3, recompute="full",
+                kinds="megatron_sp"), LLAMA_PARAMS)
+
+
+@pytest.mark.slow
+def test_gpt2_sequence_parallel_world2():
+    _check(_run(2, family="gpt2", batch=2, t=2, b=2, kinds="megatron_sp"), GPT2_PARAMS)
+
+
+@pytest.mark.slow
+def test_gpt2_tensor_parallel_zero2_world4():
+    _check(_run(4, family="gpt2", batch=4, t=2, b=1, zero=2), GPT2_PARAMS)
+
+
+@pytest.mark.slow
+def test_gpt2_pipeline_1f1b_zero1_world4():
+    _check(_run(4, family="gpt2", tied=False, batch=4, p=2, b=1, zero=1), GPT2_UNTIED,
+           sharded=True)
+
+
+@pytest.mark.slow
+def test_llama_pipeline_gpipe_with_sequence_parallel_world4():
+    _check(_run(4, family="llama", batch=2, p=2, t=2, b=1, schedule="gpipe",
+                kinds="megatron_sp"), LLAMA_PARAMS)
+
+
+@pytest.mark.slow
+def test_llama_interleaved_pipeline_world2():
+    _check(_run(2, family="llama", layers=4, batch=4, p=2, b=1, v=2), 39, sharded=False)
+
+
+@pytest.mark.slow
+def test_llama_data_parallel_zero0_world2():
+    _check(_run(2, family="llama", batch=2, b=1, zero=0), LLAMA_PARAMS, sharded=False)
+
+
+# ---------------------------------------------------------------- plans that do not fit
+def _meta_model(config):
+    with torch.device("meta"):
+        return tr.LlamaForCausalLM(config) if config.model_type == "llama" \
+            else tr.GPT2LMHeadModel(config)
+
+
+def test_a_plan_for_another_model_is_refused():
+    from milp_parallel.runtime.transformer import parallelize_transformer
+    plan = _plan(_config("llama", layers=4), 2, dict(batch=2, t=2, b=2))
+    with pytest.raises(InvalidOptionError, match="module has 2 blocks"):
+        parallelize_transformer(_meta_model(_config("llama")), plan)
+
+
+def test_a_kind_the_runtime_does_not_run_is_named():
+    from milp_parallel.pipeline import megatron_kinds
+    from milp_parallel.runtime.transformer import parallelize_transformer
+    config = _config("llama")
+    g = from_hf(config, batch_size=2, seq_len=SEQ)
+    kinds = megatron_kinds(g, 2)
+    kinds["model.layers.0.mlp.down_proj"] = kinds["model.layers.1.mlp.down_proj"] = "seq"
+    kinds["model.layers.0.mlp.mul"] = kinds["model.layers.1.mlp.mul"] = "S"
+    kinds["model.layers.0.mlp.up_proj"] = kinds["model.layers.1.mlp.up_proj"] = "seq"
+    kinds["model.layers.0.mlp.gate_proj"] = kinds["model.layers.1.mlp.gate_proj"] = "seq"
+    kinds["model.layers.0.mlp.act_fn"] = kinds["model.layers.1.mlp.act_fn"] = "S"
+    plan = evaluate_configuration(g, "selene", devices=2, global_batch=2, tensor=2,
+                                  pipeline=1, micro_batch_size=2, kinds=kinds,
+                                  memory_limit=float("inf"))
+    with pytest.raises(UnsupportedProblemError, match="'mlp.gate_proj' has kind 'seq'"):
+        parallelize_transformer(_meta_model(config), plan)
+
+
+def test_an_unsupported_module_is_named():
+    from milp_parallel.runtime.transformer import parallelize_transformer
+    plan = _plan(_config("llama"), 2, dict(batch=2, t=2, b=2))
+    with torch.device("meta"):
+        other = tr.BertModel(tr.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                           num_attention_heads=4, intermediate_size=48))
+    with pytest.raises(UnsupportedProblemError, match="LlamaForCausalLM, GPT2LMHeadModel"):
+        parallelize_transformer(other, plan)
+
+
+def test_tied_gpt2_over_stages_is_refused_without_a_process_group():
+    from milp_parallel.runtime.transformer import parallelize_transformer
+    config = _config("gpt2")
+    plan = _plan(config, 2, dict(batch=2, p=2, b=1))
+    with pytest.raises(UnsupportedProblemError, match="tie_word_embeddings=False"):
+        parallelize_transformer(_meta_model(config), plan)
