@@ -1,0 +1,179 @@
+"""Memory of the emitted transformer program at Megatron-LM's sizes, without hardware.
+
+For each of the three Megatron-LM configurations in ``shared/reference/megatron/`` (GPT,
+sequence 2048, vocabulary 51,200, full recomputation, the paper's t, p, micro-batch and
+interleaving), and for one rank of every pipeline stage: the plan is priced
+(:func:`~milp_parallel.pipeline.evaluate_configuration` on ``from_hf`` of a Hugging Face
+GPT-2 of that shape), the runtime emits that rank's program
+(:func:`~milp_parallel.runtime.transformer.parallelize_transformer`) under fake tensors
+(``FakeTensorMode``: nothing is allocated) and a fake process group of the whole world, and
+one step runs: the stage's in-flight micro-batches forward (1F1B keeps ``p - s`` of them, the
+interleaved schedule the planner's count of chunk micro-batches), then their backward, then
+Adam's step. ``MemTracker`` gives the peak by category; the plan gives
+``training_memory.py``'s prediction for the same precision (float32 weights, gradients and
+activations, Adam's two float32 moments, no master copy, 1-byte dropout masks).
+
+The schedule's point-to-point messages are not run (a fake process group does not carry
+them): the forward of a middle stage starts from a fake received activation. ZeRO is the
+``zero=1`` (``fully_shard`` over the data-parallel ranks) on every row: DDP's reducer
+(ZeRO-0) cannot run on a fake process group, and the runtime runs no ZeRO-0 with tensor
+parallelism.
+
+Not yet measured: the tensor-parallel rows (t = 8): ``fully_shard`` of tensor-parallel
+DTensor parameters calls ``nonzero`` on the mesh under fake tensors
+(``DynamicOutputShapeException``); the table records them as not run, with the reason.
+
+Run: ``python -m benchmarks.memory_audit`` (writes ``benchmarks/results/memory_audit.csv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import transformers as tr
+from torch._subclasses import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+from milp_parallel.importers.hf import from_hf
+from milp_parallel.pipeline import PipelineOptions, evaluate_configuration
+from milp_parallel.pipeline.training_memory import MixedPrecision
+from milp_parallel.runtime.transformer import causal_lm_loss, parallelize_transformer, plan_mesh
+
+logger = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv"
+OUT = ROOT / "benchmarks" / "results" / "memory_audit.csv"
+SEQ, VOCAB = 2048, 51200
+#: what the fake program runs in: float32 everywhere, Adam's two moments, no master copy.
+FP32 = MixedPrecision(param_bytes=4, grad_bytes=4, master_bytes=0, optimizer_bytes=8,
+                      activation_bytes=4, mask_bytes=1, loss_bytes=4)
+COLUMNS = ("params_b", "tp", "pp", "dp", "chunks", "micro_batch", "stage", "rank", "zero",
+           "in_flight", "predicted_bytes", "tracked_peak_bytes", "rel_error",
+           "parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+           "temporary_bytes", "note")
+
+
+def _rows(path: Path = REFERENCE) -> list[dict]:
+    with open(path) as f:
+        return [{k: float(v) if "." in v else int(v) for k, v in r.items()}
+                for r in csv.DictReader(f)]
+
+
+def _config(row: dict, tied: bool):
+    cfg = tr.GPT2Config(vocab_size=VOCAB, n_embd=row["hidden"], n_layer=row["layers"],
+                        n_head=row["heads"], n_positions=SEQ, tie_word_embeddings=tied)
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+def _plan(row: dict, cfg, zero: int):
+    g = from_hf(cfg, batch_size=row["micro_batch"], seq_len=SEQ)
+    return evaluate_configuration(
+        g, "selene", devices=row["gpus"], global_batch=row["batch"], tensor=row["tp"],
+        pipeline=row["pp"], micro_batch_size=row["micro_batch"],
+        chunks=row["interleaved_chunks"], recompute="full", zero=zero, kinds="megatron",
+        memory_limit=float("inf"), options=PipelineOptions(precision=FP32))
+
+
+def audit_rank(row: dict, stage: int) -> dict:
+    """One rank (the first) of ``stage``: the plan's prediction and the tracked peak."""
+    p, t = row["pp"], row["tp"]
+    zero = 1     # fully_shard: DDP's reducer runs no comm hook on a fake process group
+    cfg = _config(row, tied=p == 1)
+    plan = _plan(row, cfg, zero)
+    world = row["gpus"]
+    rank = stage * (world // p)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+    try:
+        mesh = plan_mesh(plan)                  # real (small) index tensors, outside
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model = tr.GPT2LMHeadModel(cfg)         # fake parameters: nothing allocated
+            pm = parallelize_transformer(model, plan, mesh, seq_len=SEQ)
+            opt = torch.optim.Adam(pm.parameters(), foreach=False)
+            tracker = MemTracker()
+            tracker.track_external(pm, opt)
+            with tracker:
+                _step(pm, plan, stage, cfg)
+                opt.step()
+            peak = tracker.get_tracker_snapshot("peak")
+    finally:
+        dist.destroy_process_group()
+    dev = next(iter(peak.values()))
+    by = {str(k.value if hasattr(k, "value") else k): v for k, v in dev.items()}
+    predicted = plan.stages[stage].memory_bytes
+    tracked = by["Total"]
+    return dict(params_b=row["params_b"], tp=t, pp=p, dp=plan.data,
+                chunks=plan.chunks, micro_batch=plan.micro_batch_size, stage=stage,
+                rank=rank, zero=zero, in_flight=plan.stages[stage].in_flight,
+                predicted_bytes=int(predicted), tracked_peak_bytes=int(tracked),
+                rel_error=round(predicted / tracked - 1.0, 4),
+                parameters_bytes=by["Parameter"], gradients_bytes=by["Gradient"],
+                optimizer_bytes=by["Optstate"], activations_bytes=by["Activation"],
+                temporary_bytes=by["Temp"], note="")
+
+
+def _step(pm, plan, stage: int, cfg) -> None:
+    """The stage's micro-batches in flight forward, then their backward (1F1B's peak)."""
+    lay = pm._layout
+    f = plan.stages[stage].in_flight
+    outs = []
+    for k in range(f):
+        chunk = pm.chunks[(k % lay.v) if lay.v > 1 else 0]
+        inp, _ = pm._io_shapes(chunk)
+        x = torch.randint(0, VOCAB, tuple(inp.shape)) if chunk.first else \
+            torch.randn(tuple(inp.shape), requires_grad=True)
+        y = chunk(x)
+        outs.append((chunk, x, y))
+    for chunk, x, y in outs:
+        if chunk.last:
+            ids = torch.randint(0, VOCAB, (y.shape[0], SEQ))
+            loss = causal_lm_loss(y, ids, pm._tp_mesh())
+            with _loss_context(pm):
+                loss.backward()
+        else:
+            y.backward(torch.randn(tuple(y.shape)))
+
+
+def _loss_context(pm):
+    import contextlib
+
+    from torch.distributed.tensor.parallel import loss_parallel
+    return loss_parallel() if pm._tp_mesh() is not None else contextlib.nullcontext()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--rows", type=int, nargs="*", help="row indices (default: all)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    rows = _rows()
+    picked = [rows[i] for i in args.rows] if args.rows else rows
+    results = []
+    for row in picked:
+        for stage in range(row["pp"]):
+            try:
+                r = audit_rank(row, stage)
+            except Exception as exc:    # recorded in the table: what could not run, and why
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+                r = dict(params_b=row["params_b"], tp=row["tp"], pp=row["pp"], stage=stage,
+                         note=f"not run: {type(exc).__name__}: {str(exc)[:160]}")
+            logger.info("%s", r)
+            results.append(r)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(results)
+    logger.info("wrote %s", args.out)
+
+
+if __name__ == "__main__":
+    main()
