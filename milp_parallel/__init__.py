@@ -31,18 +31,19 @@ import importlib
 import warnings
 from typing import Any
 
-from . import clusters, models, oracle
+from . import _moved, models, oracle  # _moved first: old module paths, one release
 from ._version import __version__
-from .build import build_problem
+from .costs.build import build_problem
 from .errors import *  # noqa: F403 - the typed errors are part of the top-level surface
 from .errors import __all__ as _errors_all
 from .graph import LayerGraph
 from .importers import from_onnx, from_torch
+from .machine import clusters
+from .machine.topology import Topology
+from .measure.profile import profile_model
 from .plan import Plan, make_problem, simulate, solve
 from .problem import Problem
-from .profile import profile_model
 from .solvers import SolveResult, available_solvers, solve_problem, solver_names
-from .topology import Topology
 
 __all__ = [
     # the main entry point and its result
@@ -74,6 +75,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"{__name__}.runtime"), name)
     if name == "from_hf":  # lazily: importing the package must not import torch/transformers
         return importlib.import_module(f"{__name__}.importers.hf").from_hf
+    if f"{__name__}.{name}" in _moved.MOVED_MODULES:      # a module that moved into a folder
+        return importlib.import_module(f"{__name__}.{name}")
     if name not in _MOVED:
         raise AttributeError(f"module 'milp_parallel' has no attribute {name!r}")
     where = _MOVED[name]

@@ -222,6 +222,19 @@ def _int_range(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+#: Commands that left the installed package, with what to run instead.
+_MOVED = {"reproduce": "'reproduce' is not a command of the installed package: the papers' "
+                       "reproduction needs the source tree; run 'python -m benchmarks.reproduce "
+                       "--quick' from the root of a source checkout"}
+
+
+def _refuse_moved(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """A usage error (exit 2) saying what to run instead when ``argv``'s command moved out."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in _MOVED:
+        parser.error(_MOVED[command])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``milp-parallel`` (for documentation tools and tests)."""
     common = _Parser(add_help=False)
@@ -242,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     for add in (_add_solve, _add_profile, _add_problem, _add_oracle, _add_sweep, _add_report,
-                _add_listings, _add_reproduce, _add_calibrate):
+                _add_listings, _add_calibrate):
         add(sub, common, fmt)
     _add_verify(sub, common, fmt)
     return parser
@@ -460,17 +473,6 @@ def _add_listings(sub, common, fmt) -> None:
     p.set_defaults(func=_cmd_clusters)
 
 
-def _add_reproduce(sub, common, fmt) -> None:
-    """``reproduce``: the papers' results."""
-    p = sub.add_parser("reproduce", parents=[common],
-                       help="regenerate RESULTS.md (OptCNN, PaSE, ParaDL comparisons) and plots")
-    p.add_argument("--quick", action="store_true", help="the CI run (under 2 minutes)")
-    p.add_argument("--out", default="benchmarks", metavar="DIR",
-                   help="where RESULTS.md goes (plots in DIR/results; default: benchmarks); "
-                        "needs a source checkout")
-    p.set_defaults(func=_cmd_reproduce)
-
-
 # ---------------------------------------------------------------------- verify (issue 24)
 def _add_verify(sub, common, fmt) -> None:
     p = sub.add_parser(
@@ -668,18 +670,6 @@ def _cmd_profile(args) -> int:
                           threads=args.threads)
     _out(f"wrote {len(table)} measured tiles to {args.out}")
     return EXIT_OK
-
-
-def _cmd_reproduce(args) -> int:
-    from ._checkout import benchmarks_dir, load_benchmark
-    if benchmarks_dir() is None:
-        raise _UsageError("reproduce runs the benchmarks of a source checkout "
-                          "(benchmarks/reproduce.py), which an installed package does not "
-                          "have: clone the repository and run 'python benchmarks/reproduce.py "
-                          "--quick' (or this command) from its root")
-    script = load_benchmark("reproduce")
-    argv = (["--quick"] if args.quick else []) + ["--out", str(args.out)]
-    return int(script.main(argv))
 
 
 def _cmd_problem(args) -> int:
@@ -984,6 +974,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     try:
+        _refuse_moved(parser, sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
