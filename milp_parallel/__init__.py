@@ -49,7 +49,7 @@ __all__ = [
     # the main entry point and its result
     "solve", "Plan", "make_problem", "simulate",
     # the pieces, in the order data flows
-    "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "from_hf", "Topology",
+    "models", "clusters", "LayerGraph", "from_onnx", "from_torch", "from_hf", "Topology",  # noqa: F405 - from_hf is lazy (__getattr__)
     "build_problem", "Problem", "solve_problem", "SolveResult", "solver_names",
     "available_solvers", "oracle", "profile_model",
     "__version__", *_errors_all,

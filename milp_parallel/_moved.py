@@ -36,6 +36,9 @@ MOVED_MODULES = {
     "milp_parallel.calibrate": "milp_parallel.measure.calibrate",
     "milp_parallel.paradl": "milp_parallel.oracle.paradl_files",
     "milp_parallel._optional": "milp_parallel.errors",
+    "milp_parallel.tensor_parallel": "milp_parallel.pipeline.tensor_parallel",
+    "milp_parallel.training_memory": "milp_parallel.pipeline.training_memory",
+    "milp_parallel.step_costs": "milp_parallel.pipeline.step_costs",
 }
 
 #: Old paths whose last part is also a name of the package's face (``milp_parallel.simulate``

@@ -25,7 +25,22 @@ from typing import Sequence
 
 from . import errors
 from ._fdio import c_stdout_to
-from .errors import FormatError, InvalidOptionError, MilpParallelError
+from .cli_args import (
+    _assignment,
+    _count,
+    _count_or_zero,
+    _file_out,
+    _int_range,
+    _memory,
+    _plot_out,
+    _positive_float,
+    _positive_int,
+    _py2,
+    _seconds,
+    _size,
+    _split_codes,
+)
+from .errors import FormatError, MilpParallelError
 
 __all__ = ["main", "build_parser", "exit_code", "EXIT_CODES"]
 
@@ -100,126 +115,6 @@ examples:
 
 exit codes: 0 ok; 1 infeasible, failed cross-check or failed run; 2 bad usage.
 """
-
-
-def _memory(text: str) -> str:
-    """A ``--memory-limit`` value, checked now (exit 2), read later by the command."""
-    from .units import parse_memory_limit
-    try:
-        parse_memory_limit(text, device_bytes=1.0)
-    except InvalidOptionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text.strip()
-
-
-def _size(text: str) -> int:
-    """A size in bytes (``4MiB``, ``65536``)."""
-    from .units import parse_bytes
-    try:
-        return int(parse_bytes(text))
-    except (FormatError, InvalidOptionError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _seconds(text: str) -> float | None:
-    """A ``--time-limit``: a duration (``60``, ``2min``) > 0; ``inf`` or ``none``: no limit."""
-    from .solvers.options import validate_time_limit
-    from .units import parse_seconds
-    if text.strip().lower() in ("none", "inf", "unlimited"):
-        return None
-    try:
-        return validate_time_limit(parse_seconds(text))
-    except (FormatError, InvalidOptionError) as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return v
-
-
-def _count(text: str) -> float:
-    """A positive whole number given as a number (ParaDL writes ``1024`` or ``1e3``)."""
-    v = _positive_float(text)
-    if v != int(v):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return v
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    """``LAYER=CONFIG`` (split at the first ``=``; ``CONFIG`` may hold ``=`` and spaces)."""
-    layer, sep, config = text.partition("=")
-    if not sep or not layer.strip() or not config.strip():
-        raise argparse.ArgumentTypeError(f"expected LAYER=CONFIG such as 'conv1=n=2 h=2' or "
-                                         f"'fc6=serial', got {text!r}")
-    return layer.strip(), config.strip()
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-        if len(text.strip().lstrip("+")) > 18:
-            raise ValueError
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _count_or_zero(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive_int(text)
-
-
-def _file_out(text: str) -> str:
-    """A file to write (``--save``, ``--out``): not a directory, in a folder that exists
-    (checked now, before the run, which may take minutes)."""
-    path = Path(text)
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file name, got ''")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name (e.g. "
-                                         f"{path / 'out.json'})")
-    if path.parent.exists() and not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {path.parent} is a file, not a folder; "
-                                         "write elsewhere")
-    if not path.parent.exists():
-        raise argparse.ArgumentTypeError(f"{text}: the folder {path.parent} does not exist; "
-                                         "create it first or write elsewhere")
-    return text
-
-
-def _plot_out(text: str) -> str:
-    """A plot file (``--plot``): ``.png``, ``.svg``, ``.pdf``, or no suffix for PNG; its
-    folders are created, so none of them may be a file."""
-    path = Path(text)
-    fmt = path.suffix.lstrip(".").lower()
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file name, got ''")
-    if fmt not in ("", "png", "svg", "pdf"):
-        raise argparse.ArgumentTypeError(f"{text}: unsupported image format {fmt!r}; name "
-                                         "the file .png, .svg or .pdf")
-    if (path if fmt else path.with_suffix(".png")).is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name (e.g. "
-                                         f"{path / 'plot.png'})")
-    file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-    if file is not None:
-        raise argparse.ArgumentTypeError(f"{text}: {file} is a file, not a folder; write "
-                                         "elsewhere")
-    return text
-
-
-def _int_range(text: str) -> tuple[int, ...]:
-    from .units import parse_int_range
-    try:
-        return parse_int_range(text)
-    except FormatError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Commands that left the installed package, with what to run instead.
@@ -554,7 +449,7 @@ def _add_calibrate(sub, common, fmt) -> None:
 
 
 def _cmd_calibrate(args) -> int:
-    from .calibrate import calibrate
+    from .measure.calibrate import calibrate
     sizes = []
     m = 4096
     while m <= args.max_bytes:
@@ -663,7 +558,7 @@ def _explanation_dict(e) -> dict:
 
 
 def _cmd_profile(args) -> int:
-    from .profile import profile_model
+    from .measure.profile import profile_model
     table = profile_model(args.model, args.cluster, args.out, nodes=args.nodes,
                           devices=args.devices, batch_size=args.batch_size, device=args.device,
                           repeats=args.repeats, warmup=args.warmup, dtype=args.dtype,
@@ -714,23 +609,6 @@ def _cmd_problem(args) -> int:
                          f"assignment ({res.status}); give it more --time-limit\n")
         return EXIT_FAILED
     return EXIT_OK
-
-
-def _py2(x) -> str:
-    """A float as ParaDL's Python 2 ``str`` printed it (12 significant digits, ``128.0``)."""
-    text = f"{float(x):.12g}"
-    if not any(ch in text for ch in ".einf"):
-        text += ".0"
-    return text
-
-
-def _split_codes(values: Sequence[str]) -> list[str]:
-    out = []
-    for v in values:
-        for c in v.replace("[", " ").replace("]", " ").replace("'", " ").replace('"', " ") \
-                .replace(",", " ").split():
-            out.append(c)
-    return out
 
 
 def _cmd_oracle(args) -> int:
@@ -910,7 +788,7 @@ def _cmd_models(args) -> int:
 
 
 def _cmd_clusters(args) -> int:
-    from . import clusters
+    from .machine import clusters
     from .units import format_bandwidth, format_bytes
     rows = []
     for name in clusters.names():

@@ -48,18 +48,18 @@ def test_table_json_round_trip_and_files(tmp_path):
     path = tmp_path / "p.json"
     t.save(path)
     assert ProfileTable.load(path) == t
-    assert json.loads(path.read_text())["format"] == "milp_parallel.measure.profile"
+    assert json.loads(path.read_text())["format"] == "milp_parallel.profile"
 
 
 def test_table_rejects_bad_input(tmp_path):
     with pytest.raises(FormatError, match="seconds"):
         ProfileTable([_entry(seconds=float("nan"))])
-    with pytest.raises(FormatError, match="not a milp_parallel.measure.profile document"):
+    with pytest.raises(FormatError, match="not a milp_parallel.profile document"):
         ProfileTable.from_dict({"format": "other"})
     with pytest.raises(FormatError, match="version"):
-        ProfileTable.from_dict({"format": "milp_parallel.measure.profile", "version": 99})
+        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 99})
     with pytest.raises(FormatError, match=r"entries\[0\]\.\w+ is missing"):
-        ProfileTable.from_dict({"format": "milp_parallel.measure.profile", "version": 1,
+        ProfileTable.from_dict({"format": "milp_parallel.profile", "version": 1,
                                 "entries": [{"op": "conv"}]})
     with pytest.raises(FormatError, match="no such file"):
         ProfileTable.load(tmp_path / "none.json")

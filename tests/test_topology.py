@@ -275,7 +275,7 @@ def test_peak_table_keys_are_dtypes_and_missing_required_keys_are_named():
 
 
 def test_declared_defaults_fill_only_omitted_keys():
-    doc = {"format": "milp_parallel.machine.topology", "version": 1,
+    doc = {"format": "milp_parallel.topology", "version": 1,
            "device": {"name": "g", "memory_bytes": 1e9, "peak_flops": 1e12},
            "levels": [{"name": "l", "fanout": 2, "bandwidth_bytes_per_s": 1e9}]}
     t = Topology.from_dict(doc)

@@ -32,8 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._optional import require
-from ..errors import PlanMismatchError
+from ..errors import PlanMismatchError, require
 from . import audit
 from .layout import edge_exchange, layer_degrees, sync_groups, tiles
 

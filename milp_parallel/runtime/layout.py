@@ -31,9 +31,9 @@ try:        # the cost model's geometry, wherever the reorganization has put it
     from ..costs.model import replica_groups
     from ..machine.topology import DTYPE_BYTES
 except ImportError:     # pragma: no cover - the flat layout before issue 23
-    from ..configs import tile_boxes
     from ..costs import replica_groups
-    from ..topology import DTYPE_BYTES
+    from ..costs.configs import tile_boxes
+    from ..machine.topology import DTYPE_BYTES
 
 __all__ = ["Exchange", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
            "predicted_memory", "predicted_collectives", "OPTIMIZER_STATE_FACTOR"]

@@ -22,8 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .._optional import require
-from ..errors import InvalidOptionError, PlanMismatchError
+from ..errors import InvalidOptionError, PlanMismatchError, require
 from .audit import CollectiveRow, MemoryRow, PlanAudit
 
 __all__ = ["RuntimeHooks", "audit_step", "parallelize", "verify_plan", "layerwise_hooks",
