@@ -188,3 +188,10 @@ def test_the_readme_table_names_the_tree():
     # every folder and top-level module of a stage is in the table
     stages = {p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     assert stages - named <= {"data/"}, stages - named
+
+
+def test_plan_least_memory_bytes_warns_and_is_the_exact_one():
+    import milp_parallel.plan as plan
+    from milp_parallel.solvers.memory import least_memory
+    with pytest.warns(DeprecationWarning, match="least_memory"):
+        assert plan.least_memory_bytes is least_memory

@@ -25,7 +25,6 @@ from typing import Any
 from .crosscheck import CROSS_CHECK_RTOL, CrossCheck
 from .crosscheck import compare as cross_check_results
 from .planner import MAX_RERANK, explain, make_problem, solve
-from .prepare import _build  # noqa: F401 - used by the sweep's runner
 from .result import (
     PLAN_FORMAT,
     PLAN_FORMAT_VERSION,
@@ -47,32 +46,10 @@ __all__ = ["solve", "make_problem", "explain", "simulate", "Plan", "LayerChoice"
 _MOVED = {
     "least_memory_bytes": ("milp_parallel.solvers.memory", "least_memory",
                            "milp_parallel.solvers.memory.least_memory (exact for intervals)"),
-    "_is_path": ("milp_parallel.inputs", "is_path", "milp_parallel.inputs.is_path"),
-    "run_cross_check": ("milp_parallel.plan.crosscheck", "cross_check",
-                        "milp_parallel.plan.crosscheck.cross_check"),
 }
 
 
-def _compat_load_model(model, batch_size=None):
-    from ..inputs import load_model
-    return load_model(model, batch_size=batch_size)
-
-
-def _compat_load_cluster(cluster, devices=None):
-    from ..inputs import load_cluster
-    return load_cluster(cluster, devices=devices)
-
-
-def _compat_memory_budget(memory_limit, topo):
-    from ..inputs import memory_budget_bytes
-    return memory_budget_bytes(memory_limit, topo)
-
-
 def __getattr__(name: str) -> Any:
-    if name in ("_load_model", "_load_cluster", "_memory_budget"):
-        warnings.warn(f"milp_parallel.plan.{name} is deprecated: use milp_parallel.inputs",
-                      DeprecationWarning, stacklevel=2)
-        return globals()["_compat" + name]
     if name not in _MOVED:
         raise AttributeError(f"module 'milp_parallel.plan' has no attribute {name!r}")
     import importlib

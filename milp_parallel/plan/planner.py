@@ -48,13 +48,10 @@ logger = logging.getLogger(__name__)
 def _infeasible_error(problem: Problem, result: SolveResult | None, what: str
                       ) -> InfeasibleError:
     budget = problem.memory_limit
-    least = None
-    for key in ("least_peak_memory",):
-        if result is not None and key in result.stats and problem.memory is not None:
-            least = np.broadcast_to(np.asarray(result.stats[key], dtype=float),
-                                    (problem.n_devices,))
-            break
-    if least is None:
+    known = None if result is None else result.stats.get("least_peak_memory")
+    if known is not None and problem.memory is not None:
+        least = np.broadcast_to(np.asarray(known, dtype=float), (problem.n_devices,))
+    else:
         least = least_memory(problem)
     if least is None or budget is None:
         return InfeasibleError(f"{what}: no assignment has a finite cost (every choice of some "
