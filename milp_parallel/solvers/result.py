@@ -1,4 +1,5 @@
-"""The one result type and status vocabulary every solver returns."""
+"""The one result type and status vocabulary every solver returns, and the incumbent
+value solvers carry between their steps."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["SolveResult", "Progress", "OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "STATUSES",
-           "OPTIMALITY_RTOL", "relative_gap", "STATS_KEYS"]
+           "OPTIMALITY_RTOL", "relative_gap", "STATS_KEYS", "Incumbent", "best_incumbent"]
 
 OPTIMAL = "optimal"        #: proved optimal (gap 0 within the solver's tolerance)
 FEASIBLE = "feasible"      #: a solution, not proved optimal; see bound and gap
@@ -181,3 +182,53 @@ class Progress:
     @property
     def gap(self) -> float:
         return relative_gap(self.objective, self.bound)
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """A feasible assignment, evaluated once: what a solver's steps hand each other.
+
+    Build it with :meth:`of`, which evaluates the assignment on its problem and gives
+    ``None`` for no assignment or an infeasible one, so that no step re-evaluates a bare
+    array to learn what it is worth.
+
+    Attributes
+    ----------
+    assignment : numpy.ndarray
+        One configuration index per node (int64).
+    cost : float
+        Its objective on the problem it was evaluated on.
+    forbidden_entries : int
+        Chosen entries at or above that problem's ``forbidden_cost``.
+    source : str
+        Where it came from (``"user"``, ``"heuristic"``, ``"dp"``, ``"solver"``, ...).
+    """
+
+    assignment: np.ndarray
+    cost: float
+    forbidden_entries: int
+    source: str
+
+    @classmethod
+    def of(cls, problem: Any, assignment: Any, source: str) -> Incumbent | None:
+        """The incumbent ``assignment`` is on ``problem``, or ``None`` when there is no
+        assignment or it is not feasible."""
+        if assignment is None:
+            return None
+        a = np.asarray(assignment, dtype=np.int64)
+        ev = problem.evaluate(a)
+        if not ev.feasible:
+            return None
+        return cls(a, float(ev.cost), int(ev.forbidden_entries), source)
+
+    @property
+    def key(self) -> tuple[int, float]:
+        """``(forbidden_entries, cost)``: the order in which incumbents compare."""
+        return (self.forbidden_entries, self.cost)
+
+
+def best_incumbent(*incumbents: Incumbent | None) -> Incumbent | None:
+    """The best of some incumbents (``None`` ignored): fewest forbidden entries, then the
+    least cost; the first on a tie."""
+    found = [i for i in incumbents if i is not None]
+    return min(found, key=lambda i: i.key) if found else None

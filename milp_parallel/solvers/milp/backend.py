@@ -50,8 +50,10 @@ from ..result import (
     OPTIMAL,
     OPTIMALITY_RTOL,
     UNKNOWN,
+    Incumbent,
     Progress,
     SolveResult,
+    best_incumbent,
     relative_gap,
 )
 from .contracted import CONTRACT_MODES, solve_contracted
@@ -152,16 +154,11 @@ def estimate_nonzeros(problem: Problem) -> int:
 
 
 def sentinel_entries(problem: Problem, assignment: np.ndarray | None) -> int:
-    """How many node or edge entries chosen by ``assignment`` are ``inf``/nan or at least
-    :data:`~milp_parallel.solvers.heuristics.SENTINEL` (IOPDDL's "effectively forbidden")."""
+    """How many entries chosen by ``assignment`` are forbidden (at or above the problem's
+    ``forbidden_cost``, IOPDDL's "effectively forbidden"); 0 without an assignment."""
     if assignment is None:
         return 0
-    a = np.asarray(assignment, dtype=np.int64)
-    f = problem.forbidden_cost
-    n = sum(int(not c[a[v]] < f) for v, c in enumerate(problem.node_costs))
-    for (u, v), t in zip(problem.edges, problem.edge_costs):
-        n += int(not t[a[u], a[v]] < f)
-    return n
+    return int(problem.evaluate(np.asarray(assignment, dtype=np.int64)).forbidden_entries)
 
 
 def trivial_bound(problem: Problem) -> float:
@@ -223,13 +220,11 @@ class MilpBackend(Solver):
             steps = {"milp": REDUCTIONS, "dp": REDUCTIONS + DP_REDUCTIONS,
                      "none": ("forbidden",)}[mode]
         # 1. incumbent
-        warm, source, inc_stats = None, "none", {}
+        inc, inc_stats = None, {}
         user = options["warm_start"]
         if user is not None:
-            a = problem.check_assignment(user)
-            if problem.evaluate(a).feasible:
-                warm, source = a, "user"
-            else:
+            inc = Incumbent.of(problem, problem.check_assignment(user), "user")
+            if inc is None:
                 logger.info("%s: the warm start is not feasible; ignoring it", self.name)
         nnz = estimate_nonzeros(problem)
         too_big = nnz > options["max_nonzeros"]
@@ -237,7 +232,7 @@ class MilpBackend(Solver):
             logger.info("%s: the model would have about %.3g nonzeros (limit %.3g, option "
                         "max_nonzeros); solving it contracted (or returning the heuristic's "
                         "answer)", self.name, nnz, options["max_nonzeros"])
-        if too_big and (warm is None or sentinel_entries(problem, warm) > 0):
+        if too_big and (inc is None or inc.forbidden_entries > 0):
             # The original model will not be built: the heuristic's answer is what the
             # contraction starts from, or the answer (with a margin for its evaluation).
             left = deadline.left()
@@ -245,22 +240,23 @@ class MilpBackend(Solver):
                 min(TOO_BIG_INCUMBENT_MAX_SHARE * left,
                     max(INCUMBENT_TIME_SHARE * left, TOO_BIG_INCUMBENT_SECONDS)))
             found, inc_stats = incumbent(problem, deadline=share)
-            warm, source = _better(problem, found, warm, "heuristic", source)
-        elif warm is None and mode != "none":
+            inc = best_incumbent(Incumbent.of(problem, found, "heuristic"), inc)
+        elif inc is None and mode != "none":
             tl = deadline.time_limit
             share = None if tl is None else Deadline(
                 max(INCUMBENT_TIME_SHARE * tl, min(INCUMBENT_MIN_SECONDS, 0.5 * tl)))
-            warm, inc_stats = incumbent(problem, deadline=share)
-            source = "heuristic" if warm is not None else "none"
+            found, inc_stats = incumbent(problem, deadline=share)
+            inc = Incumbent.of(problem, found, "heuristic")
         t_inc = deadline.elapsed()
         # Whether the exact search ran (then the exact search cannot be this answer's check).
         exact = mode == "dp" or bool(set(steps) & set(DP_REDUCTIONS))
         base = {"presolve": mode, "used_exact_search": exact,
-                "warm_start_source": source, "incumbent_seconds": t_inc,
-                "estimated_nonzeros": nnz, "incumbent_bad_entries": inc_stats.get("bad_entries")}
-        if (options["contract"] != "off" and warm is not None and mode != "none"
-                and sentinel_entries(problem, warm) == 0 and not deadline.passed()):
-            out = solve_contracted(self._solve, self.name, problem, options, deadline, warm,
+                "warm_start_source": inc.source if inc is not None else "none",
+                "incumbent_seconds": t_inc, "estimated_nonzeros": nnz,
+                "incumbent_bad_entries": inc_stats.get("bad_entries")}
+        if (options["contract"] != "off" and inc is not None and mode != "none"
+                and inc.forbidden_entries == 0 and not deadline.passed()):
+            out = solve_contracted(self._solve, self.name, problem, options, deadline, inc,
                                    required=too_big, stats=base)
             if out is not None:
                 return out
@@ -270,34 +266,36 @@ class MilpBackend(Solver):
                            "answer", self.name, nnz, options["max_nonzeros"])
             stats = {**base, "model_skipped": f"about {nnz:.3g} nonzeros > max_nonzeros "
                                               f"{options['max_nonzeros']:.3g}"}
-            if warm is not None and not deadline.passed():
+            if inc is not None and not deadline.passed():
                 # no contraction: the rest of the time polishes the heuristic's answer
                 left = deadline.left()
                 share = None if left is None else Deadline(max(0.0, 0.97 * left - 0.3))
-                found, _ = incumbent(problem, deadline=share, start=warm)
-                warm, _ = _better(problem, found, warm, "heuristic", source)
-            return _heuristic_result(problem, self.name, warm, deadline, stats)
+                found, _ = incumbent(problem, deadline=share, start=inc.assignment)
+                inc = best_incumbent(Incumbent.of(problem, found, "heuristic"), inc)
+            return _heuristic_result(problem, self.name, inc, deadline, stats)
         # 2. presolve, 3. formulate
-        red = presolve(problem, warm_start=warm, reductions=steps,
+        red = presolve(problem, warm_start=None if inc is None else inc.assignment,
+                       reductions=steps,
                        dominance_work_limit=options["dominance_work_limit"],
                        deadline=Deadline(None) if deadline.time_limit is None else
                        Deadline(PRESOLVE_TIME_SHARE * (deadline.left() or 0.0)))
-        if red.stats.get("warm_start_source") == "dp":
-            source = "dp"
+        # presolve hands back the incumbent it kept (the exact search's, with presolve="dp")
+        source = "dp" if red.stats.get("warm_start_source") == "dp" else (
+            inc.source if inc is not None else "none")
+        inc = Incumbent.of(problem, red.warm_start, source)
         t_pre = deadline.elapsed()
         model = formulate(red)
         t_form = deadline.elapsed()
         stats = {**base, "warm_start_source": source, "presolve_seconds": t_pre - t_inc,
                  "formulate_seconds": t_form - t_pre, "build_seconds": t_form}
         stats.update(model.stats())
-        warm = red.warm_start
         if options["callback"] is not None and not red.infeasible:
             options["callback"](Progress(self.name, deadline.elapsed(), red.upper_bound,
                                          red.lower_bound))
         if red.infeasible:
             stats["least_peak_memory"] = least_memory(problem)
             return finish_result(problem, model, self.name, NativeResult(
-                None, False, math.inf, True, "presolve: " + red.reason, 0.0), warm,
+                None, False, math.inf, True, "presolve: " + red.reason, 0.0), inc,
                 deadline, stats, proof="presolve")
         if model.n_cols == 0:
             a = red.fixed.copy()
@@ -305,7 +303,7 @@ class MilpBackend(Solver):
             return finish_result(problem, model, self.name, NativeResult(
                 np.zeros(0), ev.feasible, ev.cost - model.offset, not ev.feasible,
                 "presolve: solved (every configuration but one removed)", 0.0),
-                warm, deadline, stats, proof="presolve")
+                inc, deadline, stats, proof="presolve")
         left = deadline.left()
         startup = self.startup_seconds_per_nonzero * model.row_index.size
         if left is not None and left < MIN_SOLVER_SECONDS + startup:
@@ -314,45 +312,35 @@ class MilpBackend(Solver):
                 f" ({left:.2f} s left; loading {model.row_index.size:,} nonzeros into "
                 f"{self.name} takes about {startup:.2f} s)" if startup > 0 else "")
             return finish_result(problem, model, self.name, NativeResult(
-                None, False, -math.inf, False, why, 0.0, {"solver_time_limit": 0.0}), warm,
+                None, False, -math.inf, False, why, 0.0, {"solver_time_limit": 0.0}), inc,
                 deadline, stats)
-        native = self._native(model, warm, options, deadline)
+        native = self._native(model, None if inc is None else inc.assignment, options,
+                              deadline)
         native.stats.setdefault("solver_time_limit", left)
-        return finish_result(problem, model, self.name, native, warm, deadline, stats)
+        return finish_result(problem, model, self.name, native, inc, deadline, stats)
 
 
-def _better(problem: Problem, a: np.ndarray | None, b: np.ndarray | None, source_a: str,
-            source_b: str) -> tuple[np.ndarray | None, str]:
-    """The better of two feasible assignments (or ``None``s): fewer sentinel entries, then
-    lower cost."""
-    if a is None or b is None:
-        return (a, source_a) if b is None else (b, source_b)
-    ka = (sentinel_entries(problem, a), problem.evaluate(a).cost)
-    kb = (sentinel_entries(problem, b), problem.evaluate(b).cost)
-    return (a, source_a) if ka <= kb else (b, source_b)
-
-
-def _heuristic_result(problem: Problem, solver: str, warm: np.ndarray | None,
+def _heuristic_result(problem: Problem, solver: str, inc: Incumbent | None,
                       deadline: Deadline, stats: dict) -> SolveResult:
     """The answer when no model is built: the incumbent, ``feasible`` (``unknown`` without
     one), with the trivial bound."""
     bound = trivial_bound(problem)
     stats = dict(stats)
     stats["solver_bound"] = -math.inf
-    stats["sentinel_entries"] = sentinel_entries(problem, warm)
-    if warm is None:
+    stats["sentinel_entries"] = 0 if inc is None else inc.forbidden_entries
+    if inc is None:
         return SolveResult(assignment=None, objective=math.nan, status=UNKNOWN, bound=bound,
                            gap=math.inf, seconds=deadline.elapsed(), solver=solver,
                            stats=stats)
-    cost = problem.evaluate(warm).cost
+    cost = inc.cost
     bound = min(bound, cost)
-    return SolveResult(assignment=np.asarray(warm, dtype=np.int64), objective=cost,
+    return SolveResult(assignment=inc.assignment, objective=cost,
                        status=FEASIBLE, bound=bound, gap=relative_gap(cost, bound),
                        seconds=deadline.elapsed(), solver=solver, stats=stats)
 
 
 def finish_result(problem: Problem, model: MilpModel, solver: str, native: NativeResult,
-                  warm: np.ndarray | None, deadline: Deadline, stats: dict, *,
+                  inc: Incumbent | None, deadline: Deadline, stats: dict, *,
                   proof: str = "solver") -> SolveResult:
     """Map a backend's raw answer to a :class:`SolveResult` on the original problem.
 
@@ -368,39 +356,35 @@ def finish_result(problem: Problem, model: MilpModel, solver: str, native: Nativ
     stats["solve_seconds"] = native.solve_seconds
     stats["native_status"] = native.native_status
     red = model.reduced
-    warm_cost = problem.evaluate(warm).cost if warm is not None else math.inf
     if native.infeasible:
-        if warm is not None:
+        if inc is not None:
             raise SolverError(
                 f"{solver}: the solver claims the problem is infeasible ({native.native_status})"
-                f", but a feasible assignment of cost {warm_cost!r} is known")
+                f", but a feasible assignment of cost {inc.cost!r} is known")
         stats.setdefault("least_peak_memory", least_memory(problem))
         return SolveResult(assignment=None, objective=math.nan, status=INFEASIBLE,
                            bound=math.inf, gap=math.inf, seconds=deadline.elapsed(),
                            solver=solver, stats=stats)
-    best, best_cost = None, math.inf
+    found = None
     if native.values is not None:
         a = model.decode(native.values)
-        ev = problem.evaluate(a)
-        if not ev.feasible:
+        found = Incumbent.of(problem, a, "solver")
+        if found is None:
+            ev = problem.evaluate(a)
             raise SolverError(
                 f"{solver}: the solver's assignment is not feasible on the problem (cost "
                 f"{ev.cost!r}, peak memory {ev.peak_memory!r}, budget "
                 f"{problem.memory_limit!r}); native status {native.native_status!r}")
-        best, best_cost = a, ev.cost
-        stats["solver_objective"] = ev.cost
-    # The better of the solver's answer and the incumbent it started from: fewer sentinel
-    # ("effectively forbidden") entries first, then cost (a time-limited run may return
-    # something worse than what it was given, or an answer with a 1e18 entry).
-    bad_best = sentinel_entries(problem, best)
-    if warm is not None:
-        bad_warm = sentinel_entries(problem, warm)
-        if best is None or (bad_warm, warm_cost) < (bad_best, best_cost):
-            best, best_cost, bad_best = warm, warm_cost, bad_warm
-    stats["sentinel_entries"] = bad_best
-    if bad_best:
+        stats["solver_objective"] = found.cost
+    # The better of the solver's answer and the incumbent it started from: fewer forbidden
+    # entries first, then cost (a time-limited run may return something worse than what it
+    # was given, or an answer with a forbidden entry).
+    best = best_incumbent(found, inc)
+    best_cost = best.cost if best is not None else math.inf
+    stats["sentinel_entries"] = 0 if best is None else best.forbidden_entries
+    if best is not None and best.forbidden_entries:
         logger.info("%s: the answer uses %d forbidden entries (it is optimal only if no "
-                    "assignment uses fewer: see its status)", solver, bad_best)
+                    "assignment uses fewer: see its status)", solver, best.forbidden_entries)
     bound = native.bound + model.offset if np.isfinite(native.bound) else native.bound
     if (np.isfinite(bound) and float(model.offset).is_integer()
             and np.all(model.col_cost == np.round(model.col_cost))):
@@ -430,6 +414,6 @@ def finish_result(problem: Problem, model: MilpModel, solver: str, native: Nativ
         proof = "presolve"
     stats["proof"] = proof if status == OPTIMAL else None
     gap = 0.0 if status == OPTIMAL else relative_gap(best_cost, bound)
-    return SolveResult(assignment=np.asarray(best, dtype=np.int64), objective=best_cost,
+    return SolveResult(assignment=best.assignment, objective=best_cost,
                        status=status, bound=bound if status != OPTIMAL else best_cost,
                        gap=gap, seconds=deadline.elapsed(), solver=solver, stats=stats)

@@ -35,7 +35,15 @@ from ...problem import Problem
 from ..contract import Contraction, contract, violated_rows
 from ..heuristics import LocalSearch
 from ..options import Deadline
-from ..result import FEASIBLE, OPTIMAL, OPTIMALITY_RTOL, SolveResult, relative_gap
+from ..result import (
+    FEASIBLE,
+    OPTIMAL,
+    OPTIMALITY_RTOL,
+    Incumbent,
+    SolveResult,
+    best_incumbent,
+    relative_gap,
+)
 
 #: ``solve_sub(problem, options, deadline) -> SolveResult``: the backend's own solve of a
 #: (contracted) problem, handed in so that this module does not import the backend.
@@ -71,7 +79,7 @@ FIRST_ROUND_TIME_SHARE = 0.3
 
 
 def solve_contracted(solve_sub: SolveSub, name: str, problem: Problem,
-                     options: dict[str, Any], deadline: Deadline, warm: np.ndarray, *,
+                     options: dict[str, Any], deadline: Deadline, warm: Incumbent, *,
                      required: bool, stats: dict) -> SolveResult | None:
     """Solve ``problem`` through its contraction with a backend's own solver.
 
@@ -79,12 +87,11 @@ def solve_contracted(solve_sub: SolveSub, name: str, problem: Problem,
     ``name`` its registry name: the contraction is a reduction (apply: :func:`contract`,
     invert: :meth:`Contraction.expand`) that this function drives.
 
-    ``warm`` is a feasible assignment. Returns ``None`` when contraction does not apply
-    (it failed, or shrinks too little and is not ``required``), so that the caller goes on
-    with the original problem.
+    ``warm`` is the incumbent (feasible, no forbidden entry). Returns ``None`` when
+    contraction does not apply (it failed, or shrinks too little and is not ``required``),
+    so that the caller goes on with the original problem.
     """
-    warm_cost = problem.evaluate(warm).cost
-    con = contract(problem, upper=warm_cost, deadline=deadline)
+    con = contract(problem, upper=warm.cost, deadline=deadline)
     if con is None:
         return None
     shrink = con.n_groups / max(problem.n_nodes, 1)
@@ -99,15 +106,12 @@ def solve_contracted(solve_sub: SolveSub, name: str, problem: Problem,
     return _rows(solve_sub, name, con, options, deadline, warm, stats)
 
 
-def _sub_options(options: dict[str, Any], con: Contraction, start: np.ndarray | None,
+def _sub_options(options: dict[str, Any], con: Contraction, start: Incumbent,
                  problem: Problem) -> dict[str, Any]:
     sub = dict(options)
     sub["contract"] = "off"
-    sub["warm_start"] = None
-    if start is not None:
-        r = con.restrict(start)
-        if r is not None and problem.evaluate(r).feasible:
-            sub["warm_start"] = r
+    r = Incumbent.of(problem, con.restrict(start.assignment), start.source)
+    sub["warm_start"] = None if r is None else r.assignment
     return sub
 
 
@@ -118,33 +122,30 @@ def _round_fits(con: Contraction, deadline: Deadline) -> bool:
 
 
 def _exact(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, Any],
-           deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
+           deadline: Deadline, warm: Incumbent, stats: dict) -> SolveResult:
     """Without interval rows the contracted problem is exact: solve it once."""
     problem = con.original
     if not _round_fits(con, deadline):
         out = dict(stats)
         out["time_limit_reached"] = True
-        return _result(name, warm, problem.evaluate(warm).cost, -math.inf, deadline,
-                       out)
+        return _result(name, warm, -math.inf, deadline, out)
     sub = con.problem()
     res = solve_sub(sub, _sub_options(options, con, warm, sub), deadline)
-    best, best_cost = warm, problem.evaluate(warm).cost
+    best = warm
     if res.assignment is not None:
-        a = con.expand(res.assignment)
-        ev = problem.evaluate(a)
-        if ev.feasible and ev.cost <= best_cost:
-            best, best_cost = a, ev.cost
-    bound = min(res.bound, best_cost) if math.isfinite(res.bound) else res.bound
+        best = best_incumbent(Incumbent.of(problem, con.expand(res.assignment),
+                                           "contracted"), warm)
+    bound = min(res.bound, best.cost) if math.isfinite(res.bound) else res.bound
     out = dict(res.stats)
     out.update(stats)
-    return _result(name, best, best_cost, bound, deadline, out)
+    return _result(name, best, bound, deadline, out)
 
 
 def _rows(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, Any],
-          deadline: Deadline, warm: np.ndarray, stats: dict) -> SolveResult:
+          deadline: Deadline, warm: Incumbent, stats: dict) -> SolveResult:
     """Row generation over the interval model's memory rows (module docstring)."""
     problem = con.original
-    best, best_cost = warm, problem.evaluate(warm).cost
+    best = warm
     bound = -math.inf
     rows = np.zeros((0, 2), dtype=np.int64)
     rounds: list[dict] = []
@@ -169,22 +170,18 @@ def _rows(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, A
         if res.assignment is None:
             break
         a = con.expand(res.assignment)
-        ev = problem.evaluate(a)
-        if ev.feasible:
-            if ev.cost < best_cost:
-                best, best_cost = a, ev.cost
+        fits = Incumbent.of(problem, a, "contracted")
+        if fits is not None:
+            best = best_incumbent(best, fits)
             proved = res.status == OPTIMAL
         else:
-            info["repaired"] = _repair(problem, a, deadline)
-            if info["repaired"] is not None:
-                rc = problem.evaluate(info["repaired"]).cost
-                if rc < best_cost:
-                    best, best_cost = info["repaired"], rc
-                info["repaired"] = rc
-        if proved or best_cost - bound <= OPTIMALITY_RTOL * max(abs(best_cost), 1e-12):
+            repaired = _repair(problem, a, deadline)
+            info["repaired"] = None if repaired is None else repaired.cost
+            best = best_incumbent(best, repaired)
+        if proved or best.cost - bound <= OPTIMALITY_RTOL * max(abs(best.cost), 1e-12):
             proved = True
             break
-        if ev.feasible:     # an unfinished relaxation's answer that fits: no row to add
+        if fits is not None:     # an unfinished relaxation's answer that fits: no row to add
             if capped:
                 continue        # the same relaxation again, with all the time left
             break
@@ -197,11 +194,11 @@ def _rows(solve_sub: SolveSub, name: str, con: Contraction, options: dict[str, A
     out.update(stats)
     out["row_generation"] = {"rounds": rounds, "rows": int(rows.shape[0])}
     if proved:
-        bound = best_cost
-    return _result(name, best, best_cost, min(bound, best_cost), deadline, out)
+        bound = best.cost
+    return _result(name, best, min(bound, best.cost), deadline, out)
 
 
-def _repair(problem: Problem, a: np.ndarray, deadline: Deadline) -> np.ndarray | None:
+def _repair(problem: Problem, a: np.ndarray, deadline: Deadline) -> Incumbent | None:
     """The local search's memory repair and descent from ``a`` (a share of the time left)."""
     left = deadline.left()
     ls = LocalSearch(problem, Deadline(None if left is None else REPAIR_TIME_SHARE * left))
@@ -209,14 +206,15 @@ def _repair(problem: Problem, a: np.ndarray, deadline: Deadline) -> np.ndarray |
     if not ls.repair_memory():
         return None
     ls.descend(20)
-    return ls.a.copy() if problem.evaluate(ls.a).feasible else None
+    return Incumbent.of(problem, ls.a.copy(), "repaired")
 
 
-def _result(solver: str, best: np.ndarray, cost: float, bound: float, deadline: Deadline,
+def _result(solver: str, best: Incumbent, bound: float, deadline: Deadline,
             stats: dict) -> SolveResult:
+    cost = best.cost
     proved = math.isfinite(bound) and cost - bound <= OPTIMALITY_RTOL * max(abs(cost), 1e-12)
     stats["proof"] = "contracted" if proved else None
-    return SolveResult(assignment=np.asarray(best, dtype=np.int64), objective=cost,
+    return SolveResult(assignment=best.assignment, objective=cost,
                        status=OPTIMAL if proved else FEASIBLE,
                        bound=cost if proved else bound,
                        gap=0.0 if proved else relative_gap(cost, bound),

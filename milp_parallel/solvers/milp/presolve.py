@@ -57,6 +57,7 @@ from ..forbidden import lexicographic
 from ..heuristics import LocalSearch
 from ..memory import memory_rows
 from ..options import Deadline
+from ..result import Incumbent
 
 __all__ = ["REDUCTIONS", "DP_REDUCTIONS", "MemoryRow", "Reduced", "presolve"]
 
@@ -829,10 +830,9 @@ def presolve(problem: Problem, *, warm_start: Sequence[int] | None = None,
     st = _State(problem)
     st.deadline = deadline or Deadline(None)
     if warm_start is not None:
-        a = problem.check_assignment(warm_start)
-        if problem.evaluate(a).feasible:
-            st.warm = a.copy()
-            st.U = problem.evaluate(a).cost
+        inc = Incumbent.of(problem, problem.check_assignment(warm_start), "user")
+        if inc is not None:
+            st.warm, st.U = inc.assignment.copy(), inc.cost
     arc = "forbidden" in steps
     st.stats["used_exact_search"] = bool(steps & set(DP_REDUCTIONS))
     if st.stats["used_exact_search"]:          # only when asked: see presolve_dp.py
