@@ -157,14 +157,19 @@ class Problem:
         n = len(node_costs)
         if n == 0:
             raise InvalidProblemError("the problem is empty: give at least one node")
-        costs = []
-        for v, c in enumerate(node_costs):
-            a = _float_array(c, f"node {v} costs")
-            if a.ndim != 1 or a.size == 0:
-                raise InvalidProblemError(
-                    f"node {v}: costs must be a non-empty 1-D array, got shape {a.shape}")
-            _check_values(a, f"node {v} costs")
-            costs.append(_readonly(a))
+        # vectorized checks (_flat_tables); if one fails, the loop names the first bad table
+        fast = _flat_tables(node_costs, 1)
+        if fast is not None and (fast[1] > 0).all():
+            costs = fast[0]
+        else:
+            costs = []
+            for v, c in enumerate(node_costs):
+                a = _float_array(c, f"node {v} costs")
+                if a.ndim != 1 or a.size == 0:
+                    raise InvalidProblemError(
+                        f"node {v}: costs must be a non-empty 1-D array, got shape {a.shape}")
+                _check_values(a, f"node {v} costs")
+                costs.append(_readonly(a))
         self._node_costs = tuple(costs)
         k = np.array([a.size for a in costs], dtype=np.int64)
         self._n_configs = _readonly(k)
@@ -173,10 +178,14 @@ class Problem:
             raise InvalidProblemError(
                 f"got {len(edges)} edges but {len(edge_costs)} edge cost tables; give one "
                 "table per edge")
-        e_arr = np.zeros((len(edges), 2), dtype=np.int64)
+        e_arr = _fast_edges(edges, edge_costs, k)
+        fast = None if e_arr is None else _flat_tables(edge_costs, 2)
+        if fast is not None and np.array_equal(fast[1], k[e_arr]):
+            etabs, slow = fast[0], ()
+        else:
+            e_arr, etabs, slow = np.zeros((len(edges), 2), dtype=np.int64), [], edges
         seen: dict[tuple[int, int], int] = {}
-        etabs = []
-        for i, (e, tab) in enumerate(zip(edges, edge_costs)):
+        for i, (e, tab) in enumerate(zip(slow, edge_costs)):
             u, v = _index_pair(e, f"edge {i}")
             for x in (u, v):
                 if not 0 <= x < n:
@@ -214,9 +223,12 @@ class Problem:
             if len(memory) != n:
                 raise InvalidProblemError(
                     f"got memory for {len(memory)} nodes, but the problem has {n} nodes")
-            mems = []
-            n_dev = None
-            for v, m in enumerate(memory):
+            fast = _flat_tables(memory, 1, finite=True) or _flat_tables(memory, 2, finite=True)
+            mems, n_dev, slow = [], None, memory
+            if fast and np.array_equal(fast[1][:, 0], k) and np.ptp(fast[1][:, 1:], 0).sum() == 0:
+                n_dev, slow = int(fast[1][0, 1]) if fast[1].shape[1] == 2 else 1, ()
+                mems = [m if m.ndim == 2 else m[:, None] for m in fast[0]]
+            for v, m in enumerate(slow):
                 a = _float_array(m, f"node {v} memory")
                 if a.ndim == 1:
                     a = a[:, None]
@@ -269,7 +281,8 @@ class Problem:
                 raise InvalidProblemError(f"got {len(names)} node names for {n} nodes")
         self._node_names = names
         if config_labels is None:
-            labels = tuple(tuple(str(c) for c in range(kv)) for kv in k)
+            default = {kv: tuple(str(c) for c in range(kv)) for kv in set(k.tolist())}
+            labels = tuple(default[kv] for kv in k.tolist())
         else:
             config_labels = _sequence(config_labels, "config_labels",
                                       "one list of labels per node")
@@ -687,8 +700,9 @@ class Problem:
         InvalidProblemError
             If the tables are inconsistent (a self-loop, a negative cost; names the file).
         """
-        return cls.from_iopddl_dict(read_json(path, what="IOPDDL problem file"),
-                                    source=str(path))
+        from .iopddl import read_iopddl
+        args = read_iopddl(path)
+        return _with_source(str(path), lambda: cls(**args))
 
     @classmethod
     def from_iopddl_dict(cls, data, *, source: str = "<dict>") -> "Problem":
@@ -812,6 +826,46 @@ def _interval_array(intervals, n: int) -> np.ndarray:
                                           "(|t| < 2**62)")
             out[v, j] = t
     return out
+
+
+def _flat_tables(items, ndim: int, *, finite: bool = False):
+    """``(tables, (n, ndim) shapes)``: ``items`` as read-only float64 views of one buffer (taken
+    as they are if they already are, else copied) when all are ``ndim``-D without NaN, negative
+    (or, if ``finite``, infinite) values; else ``None`` (per-table checks name the bad one)."""
+    try:
+        arrs = [x if type(x) is np.ndarray and x.dtype == np.float64
+                else np.asarray(x, dtype=np.float64) for x in items]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if any(a.ndim != ndim for a in arrs):
+        return None
+    shapes = np.array([a.shape for a in arrs], dtype=np.int64).reshape(len(arrs), ndim)
+    base = arrs[0].base if arrs else None       # the one buffer all views read (checked whole)
+    shared = (type(base) is np.ndarray and base.dtype == np.float64 and not base.flags.writeable
+              and all(a.base is base and not a.flags.writeable for a in arrs))
+    flat = base if shared else np.concatenate([a.ravel() for a in arrs] + [np.zeros(0)])
+    if (not np.isfinite(flat).all() if finite else np.isnan(flat).any()) or (flat < 0).any():
+        return None
+    if shared:
+        return arrs, shapes
+    flat.setflags(write=False)
+    ends = np.cumsum(shapes.prod(axis=1)).tolist()
+    cuts = zip([0] + ends[:-1], ends, map(tuple, shapes.tolist()))
+    return [flat[b:e].reshape(s) for b, e, s in cuts], shapes
+
+
+def _fast_edges(edges, edge_costs, k: np.ndarray) -> np.ndarray | None:
+    """``edges`` as ``(m, 2)`` int64 when an integer array of distinct valid pairs with one
+    table each; else ``None`` (the per-edge checks then name the first problem)."""
+    if (type(edges) is not np.ndarray or edges.dtype.kind not in "iu"
+            or edges.shape != (len(edges), 2) or len(edges) != len(edge_costs)):
+        return None
+    e = edges.astype(np.int64)
+    lo, hi = e.min(axis=1), e.max(axis=1)
+    if e.size and (lo.min() < 0 or hi.max() >= k.size or (lo == hi).any()
+                   or np.unique(lo * k.size + hi).size < len(e)):
+        return None
+    return e
 
 
 def _check_values(a: np.ndarray, what: str) -> None:
