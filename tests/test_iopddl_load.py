@@ -87,6 +87,11 @@ def _example_doc() -> dict:
 @pytest.mark.parametrize("mutate, pattern", [
     (lambda d: d["problem"]["nodes"]["costs"][1].__setitem__(0, True),
      r"problem\.nodes\.costs\[1\]\[0\]"),
+    (lambda d: d["problem"]["edges"]["costs"][0].__setitem__(1, False),
+     r"problem\.edges\.costs\[0\]\[1\]"),
+    (lambda d: d["problem"].__setitem__("name", "fu") or
+     d["problem"]["nodes"]["usages"][0].__setitem__(0, True),
+     r"problem\.nodes\.usages\[0\]\[0\]"),
     (lambda d: d["problem"]["edges"]["costs"][0].__setitem__(0, "3"),
      r"problem\.edges\.costs\[0\]\[0\]"),
     (lambda d: d["problem"]["nodes"]["usages"][2].append(4),

@@ -90,8 +90,10 @@ def iopddl_arguments(data: Any, *, source: str = "<dict>", text: str | None = No
     enodes, ecosts = edges["nodes"], edges["costs"]
     if p.get("name") is not None:
         f.string(p["name"], "problem.name")
+    strings = [*data, *p, *nodes, *edges] + ([p["name"]] if isinstance(p.get("name"), str)
+                                             else [])
     fast = _fast_arguments(source, raw_costs, raw_usages, raw_iv, enodes, ecosts,
-                           check_types=text is None or "true" in text or "false" in text)
+                           check_types=text is None or not _no_booleans(text, strings))
     if fast is not None:
         limit = p.get("usage_limit")
         if limit is not None:
@@ -244,19 +246,39 @@ def _fast_arguments(source: str, raw_costs, raw_usages, raw_iv, enodes, ecosts, 
             "node_names": [str(i) for i in range(n)]}
 
 
+def _no_booleans(text: str, strings: list[str]) -> bool:
+    """Whether the JSON ``text`` holds no ``true`` and no ``false``: each ``u`` and ``f`` of
+    the text lies in one of ``strings`` (its keys and string values). A ``true`` has a ``u``
+    and a ``false`` an ``f``, and a string's JSON form has at least the ``u`` and ``f`` of its
+    value (an escape has its ``u``), so equal counts leave none elsewhere. Each count is a few
+    ``str.find`` calls (memchr over the text), not a pass in Python."""
+    for ch in "uf":
+        expected = sum(x.count(ch) for x in strings)
+        pos, seen = text.find(ch), 0
+        while pos >= 0 and seen <= expected:
+            seen += 1
+            pos = text.find(ch, pos + 1)
+        if seen != expected:
+            return False
+    return True
+
+
 def _flat_numbers(lists: list, check_types: bool) -> np.ndarray | None:
     """The finite numbers of ``lists`` (lists of JSON numbers) in one writable array, or
     ``None`` when an entry is not a number (a boolean only when ``check_types``), is NaN, an
     infinity, or beyond the float range."""
-    flat = list(chain.from_iterable(lists))
-    if not flat:
-        return np.zeros(0)
-    if check_types and not set(map(type, flat)) <= {int, float}:
+    if check_types and not set(map(type, chain.from_iterable(lists))) <= {int, float}:
         return None
-    try:          # array('d') refuses strings, None, lists and objects; json gives no other
-        out = np.frombuffer(array("d", flat), dtype=np.float64)   # no copy: writable
+    buf = array("d")
+    put = buf.fromlist     # refuses strings, None, lists and objects; json gives no other
+    try:
+        for x in lists:
+            put(x)
     except (TypeError, OverflowError):
         return None
+    if not buf:
+        return np.zeros(0)
+    out = np.frombuffer(buf, dtype=np.float64)       # no copy: writable
     return out if np.isfinite(out).all() else None
 
 
