@@ -64,5 +64,6 @@ def transfer_seconds(cm, producer, consumer, input_index, cu, cv):
     r_lo, r_hi = consumer.input_region(input_index, o_lo, o_hi)
     r_lo = np.where(ok[..., None], r_lo, 0)
     r_hi = np.where(ok[..., None], r_hi, 0)
-    return (1.0 + cm.backward_transfer_factor) * receive_seconds(
+    passes = 1.0 if producer.op == "input" else 1.0 + cm.backward_transfer_factor
+    return passes * receive_seconds(
         cm, p_lo, p_hi, cu.prod(axis=1), r_lo, r_hi, cv.prod(axis=1))

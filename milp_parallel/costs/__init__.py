@@ -5,6 +5,7 @@ module                 what lives there
 =====================  ===================================================================
 :mod:`.configs`        the configurations of a layer (a degree per dimension) and limits
 :mod:`.model`          ``CostModel``: compute, gradient sync, redistribution and memory
+:mod:`.saved`          what each op's backward keeps on a tile (the activation memory)
 :mod:`.transfer`       the redistribution's tables (block boxes, intervals, levels)
 :mod:`.build`          a graph on a topology -> ``Problem`` (``build_problem``)
 :mod:`.simulator`      the step simulator: one training step of an assignment, event by event

@@ -48,12 +48,17 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   halo exchanges and for re-layouts where every device receives as much as it sends (e.g.
   sample-split <-> channel-split on as many devices); when one side uses fewer devices the
   reverse direction may be slower (those devices receive more) and this under-estimates it.
+  An edge out of a graph input (``producer.op == "input"``) has no backward: no gradient
+  flows into the data, so its ``t_x`` is the forward alone.
   0 when the layouts match. :meth:`CostModel.transfer_table` is the same table as cached
   (read-only, no copy).
 - :meth:`CostModel.memory_bytes`: per device, ``(2 + optimizer_state_factor)`` x the weight
   shard it holds (weights, gradients, optimizer state; the default 2 is Adam's two moments, 0
-  gives ParaDL's accounting) plus its output tile, kept for the backward pass. Devices a
-  configuration does not use hold 0.
+  gives ParaDL's accounting) plus what the layer's backward keeps on its tile, per op
+  (:mod:`.saved`: a convolution's padded input window, a linear's input, a ReLU's output,
+  a batch-norm's input and statistics, a max pool's window and indices, nothing for an add
+  or a view). Devices a configuration does not use hold 0. :meth:`CostModel.memory_parts`
+  gives the four parts.
 
 How ``t_x`` is computed fast: data that reaches a device over level ``l`` of the hierarchy is
 what its need box shares with the part of the tensor held inside its level-``l`` unit (its
@@ -80,6 +85,7 @@ from ..machine.collectives import ALGORITHMS, cost_table
 from ..machine.roofline import RooflineParams, phase_seconds
 from ..machine.topology import DTYPE_BYTES, Topology
 from .configs import tile_boxes, tile_extent
+from .saved import saved_bytes
 from .transfer import _block_boxes, _interval_ids, _level_tables
 
 __all__ = ["CostModel", "COMPUTE_MODELS", "DDP_BUCKET_BYTES", "replica_groups"]
@@ -509,25 +515,45 @@ class CostModel:
         return hit
 
     # ------------------------------------------------------------------ memory
-    def memory_bytes(self, layer, configs) -> np.ndarray:
-        """Bytes each device holds for this layer, shape (K, n_devices)."""
+    def memory_parts(self, layer, configs) -> dict[str, np.ndarray]:
+        """What each device holds for this layer, split: ``{"parameters", "gradients",
+        "optimizer", "activations": array of shape (K, n_devices)}`` in bytes.
+
+        Parameters, gradients and optimizer state (``optimizer_state_factor`` x) are the
+        weight shard a device holds; activations are what the layer's backward keeps on the
+        device's tile (:func:`~milp_parallel.costs.saved.saved_bytes`: the input box a
+        convolution or linear saves, the output a ReLU saves, nothing for an add or a
+        view, ...). Devices a configuration does not use hold 0. The arrays are new.
+        """
         c = self._configs(layer, configs)
         n = self._n_devices
-        key = ("act", tuple(layer.output_shape), c.tobytes(), c.shape)
-        hit = self._tile_cache.get(key)
+        key = ("saved", layer.op, layer.attrs, tuple(layer.input_shapes),
+               tuple(layer.output_shape), tuple(layer.dims), c.tobytes(), c.shape)
+        try:
+            hit = self._tile_cache.get(key)
+        except TypeError:       # unhashable attrs
+            key, hit = None, None
         if hit is None:     # members of a merged node share their shape and configurations
             lo, hi, valid = self._tiles(layer.output_shape, c, n_tiles=n)
-            hit = ((hi - lo).prod(axis=2).astype(float) * self.bytes_per_element, valid)
-            hit[0].setflags(write=False)
-            self._tile_cache[key] = hit
+            act = saved_bytes(layer, lo, hi, self.bytes_per_element)
+            act.setflags(write=False)
+            hit = (act, valid)
+            if key is not None:
+                self._tile_cache[key] = hit
         act, valid = hit
-        act = act.copy()
+        w = np.zeros(act.shape)
         if layer.params > 0:
-            mask = np.array([d in layer.weight_split_dims for d in layer.dims], bool)
-            shards = c[:, mask].prod(axis=1) if mask.any() else np.ones(len(c), np.int64)
-            w = (2.0 + self.optimizer_state_factor) * layer.params * self.bytes_per_element
-            act = act + np.where(valid, (w / shards)[:, None], 0.0)
-        return act
+            shard = float(layer.params) * self.bytes_per_element / self._weight_shards(layer, c)
+            w = np.where(valid, shard[:, None], 0.0)
+        return {"parameters": w, "gradients": w.copy(),
+                "optimizer": self.optimizer_state_factor * w, "activations": act.copy()}
+
+    def memory_bytes(self, layer, configs) -> np.ndarray:
+        """Bytes each device holds for this layer, shape (K, n_devices): the sum of
+        :meth:`memory_parts`."""
+        parts = self.memory_parts(layer, configs)
+        w = parts["parameters"]
+        return parts["activations"] + (2.0 + self.optimizer_state_factor) * w
 
     # ------------------------------------------------------------------ t_x
     def transfer_seconds(self, producer, consumer, input_index: int, cfg_u, cfg_v
@@ -554,9 +580,12 @@ class CostModel:
         cv = self._configs(consumer, cfg_v)
         # the table depends on the producer's tiles and on what the consumer's tiles need,
         # i.e. on everything input_region reads: not on the layers' names
-        key = (tuple(producer.output_shape), cu.tobytes(), cu.shape, consumer.op,
-               consumer.attrs, tuple(consumer.input_shapes), tuple(consumer.output_shape),
-               tuple(consumer.dims), int(input_index), cv.tobytes(), cv.shape)
+        # an input carries no gradient: its redistribution runs forward only
+        forward_only = producer.op == "input"
+        key = (forward_only, tuple(producer.output_shape), cu.tobytes(), cu.shape,
+               consumer.op, consumer.attrs, tuple(consumer.input_shapes),
+               tuple(consumer.output_shape), tuple(consumer.dims), int(input_index),
+               cv.tobytes(), cv.shape)
         try:
             hit = self._tx_cache.get(key)
         except TypeError:   # unhashable attrs: fall back to a digest of the boxes
@@ -573,11 +602,12 @@ class CostModel:
                     f"{r_lo.shape[-1]} dims, the producer's output {p_lo.shape[-1]}")
             # different layers may need the same boxes (e.g. convs with other widths); the
             # producer's tiles are fixed by its shape and configurations
-            dkey = (tuple(producer.output_shape), cu.tobytes(), cu.shape,
+            dkey = (forward_only, tuple(producer.output_shape), cu.tobytes(), cu.shape,
                     _digest(*_narrow(r_lo, r_hi)))
             hit = self._tx_cache.get(dkey)
             if hit is None:
-                hit = (1.0 + self.backward_transfer_factor) * self._receive_seconds(
+                passes = 1.0 if forward_only else 1.0 + self.backward_transfer_factor
+                hit = passes * self._receive_seconds(
                     p_lo, p_hi, cu.prod(axis=1), r_lo, r_hi, cv.prod(axis=1))
                 hit.setflags(write=False)
                 self._tx_cache[dkey] = hit

@@ -12,7 +12,8 @@ measuring tools need torch and import it when used:
 - :func:`label` names the collectives a piece of the program issues (``layer``, ``kind``);
   outside an active counter it does nothing.
 - :class:`MemoryMeter` measures a rank's parameters, gradients and optimizer state from the
-  tensors themselves, and the activation peak from the tensors the autograd graph saves.
+  tensors themselves, and the activation peak from the storages of the tensors the autograd
+  graph saves (each once, parameters and buffers excluded).
 """
 
 from __future__ import annotations
@@ -334,33 +335,40 @@ def label(layer: str, kind: str) -> Iterator[None]:
 class MemoryMeter:
     """One rank's memory, measured from its tensors.
 
-    Use :meth:`saving` around the forward pass: it records the tensors autograd saves for
-    the backward pass (distinct storages views, parameters left out); the activation peak
-    is their total at the end of the forward pass, when they are all alive. Then
+    Use :meth:`saving` around the forward pass: it records the storages of the tensors
+    autograd saves for the backward pass, each storage once at its full size (a saved view
+    keeps its whole storage alive; two views of one storage hold it once), parameters and
+    buffers left out (they are the model's state, not activations). The activation peak is
+    their total at the end of the forward pass, when they are all alive. Then
     :meth:`measure` counts the parameters, gradients and optimizer state.
     """
 
     def __init__(self) -> None:
-        self._saved: dict[tuple, int] = {}
-        self._params: set[int] = set()
+        self._saved: dict[int, int] = {}
+        self._state: set[int] = set()
 
     @contextlib.contextmanager
-    def saving(self, module) -> Iterator[None]:
-        """Record the tensors saved for backward while the block runs."""
+    def saving(self, *modules) -> Iterator[None]:
+        """Record the storages saved for backward while the block runs (the parameters and
+        buffers of ``modules`` excluded)."""
         import torch
 
-        self._params = {p.untyped_storage().data_ptr() for p in module.parameters()
-                        if p.numel()}
+        self._state = {t.untyped_storage().data_ptr() for m in modules
+                       for t in [*m.parameters(), *m.buffers()] if t.numel()}
 
         def pack(t):
-            if t.numel() and t.untyped_storage().data_ptr() not in self._params:
-                key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-                       tuple(t.stride()))
-                self._saved[key] = t.numel() * t.element_size()
+            st = t.untyped_storage()
+            if t.numel() and st.data_ptr() not in self._state:
+                self._saved[st.data_ptr()] = st.nbytes()
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             yield
+
+    @property
+    def activation_bytes(self) -> float:
+        """The bytes of the distinct storages saved so far."""
+        return float(sum(self._saved.values()))
 
     def measure(self, module, optimizer) -> dict[str, float]:
         """``{"parameters", "gradients", "optimizer", "activations": bytes}``."""
@@ -374,5 +382,5 @@ class MemoryMeter:
             "gradients": float(sum(p.grad.numel() * p.grad.element_size() for p in params
                                    if p.grad is not None)),
             "optimizer": float(sum(v.numel() * v.element_size() for v in state)),
-            "activations": float(sum(self._saved.values())),
+            "activations": self.activation_bytes,
         }

@@ -13,8 +13,9 @@ input that :meth:`~milp_parallel.graph.Layer.input_region` names. From it:
 - :func:`sync_groups`: the replica groups of a layer's weight shard
   (:func:`~milp_parallel.costs.replica_groups`) and the shard bytes ``CostModel`` prices
   their all-reduce with.
-- :func:`predicted_memory`: ``CostModel.memory_bytes`` summed over the layers, split into
-  parameters, gradients, optimizer state and kept activations.
+- :func:`predicted_memory`: ``CostModel.memory_parts`` of the plan's cost model
+  (:func:`plan_cost_model`) summed over the layers: parameters, gradients, optimizer state
+  and the activations each layer's backward keeps (no second formula here).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ except ImportError:     # pragma: no cover - the flat layout before issue 23
     from ..machine.topology import DTYPE_BYTES
 
 __all__ = ["Exchange", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
-           "predicted_memory", "predicted_collectives", "OPTIMIZER_STATE_FACTOR"]
+           "predicted_memory", "predicted_collectives", "plan_cost_model", "OPTIMIZER_STATE_FACTOR"]
 
 #: Optimizer state per weight, in weights, as the cost model's ``optimizer_state_factor``.
 OPTIMIZER_STATE_FACTOR = {"adam": 2.0, "momentum": 1.0, "sgd": 0.0}
@@ -166,27 +167,37 @@ def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], floa
     return out
 
 
+def plan_cost_model(plan, world: int, optimizer_state_factor: float = 2.0):
+    """The plan's cost model, for ``world`` devices and the audited optimizer.
+
+    The one the plan was solved with (``plan.inputs.cost_model``) when it has one, else
+    ``CostModel`` on the plan's cluster (``plan.inputs.cluster``, else the preset named
+    ``plan.cluster``); its activation bytes per element are the plan's dtype's.
+    """
+    from ..costs.model import CostModel
+    from ..inputs import load_cluster
+
+    inputs = getattr(plan, "inputs", None)
+    given = getattr(inputs, "cost_model", None)
+    cluster = getattr(inputs, "cluster", None) or plan.cluster
+    topology = (given.topology if given is not None
+                else load_cluster(cluster, devices=world)[0])
+    bpe = given.bytes_per_element if given is not None else _bytes_per_element(plan)
+    return CostModel(topology, bytes_per_element=bpe,
+                     optimizer_state_factor=optimizer_state_factor)
+
+
 def predicted_memory(plan, graph, world: int, optimizer_state_factor: float = 2.0
                      ) -> list[dict[str, float]]:
-    """Per rank, ``CostModel.memory_bytes`` summed over the plan's layers, split into
-    ``parameters``, ``gradients``, ``optimizer`` and ``activations`` (every layer's output
-    tile, kept for the backward pass)."""
-    bpe = _bytes_per_element(plan)
-    rows = [dict.fromkeys(("parameters", "gradients", "optimizer", "activations"), 0.0)
-            for _ in range(world)]
+    """Per rank, ``CostModel.memory_parts`` (:func:`plan_cost_model`) summed over the
+    plan's layers: ``parameters``, ``gradients``, ``optimizer`` and ``activations`` (what
+    each layer's backward keeps on the rank's tile, :mod:`milp_parallel.costs.saved`)."""
+    cm = plan_cost_model(plan, world, optimizer_state_factor)
+    parts = ("parameters", "gradients", "optimizer", "activations")
+    total = {k: np.zeros(world) for k in parts}
     for lc in plan.layers:
         layer = graph.layer(lc.name)
-        deg = layer_degrees(layer, lc.degrees)
-        lo, hi = tiles(layer.output_shape, deg, world)
-        act = _volume(lo, hi).astype(float) * bpe
-        shards = int(np.prod([k for d, k in zip(layer.dims, deg)
-                              if d in layer.weight_split_dims], dtype=np.int64))
-        w = float(layer.params) * bpe / shards
-        used = int(np.prod(deg))
-        for r in range(world):
-            rows[r]["activations"] += float(act[r])
-            if layer.params > 0 and r < used:
-                rows[r]["parameters"] += w
-                rows[r]["gradients"] += w
-                rows[r]["optimizer"] += optimizer_state_factor * w
-    return rows
+        got = cm.memory_parts(layer, layer_degrees(layer, lc.degrees)[None, :])
+        for k in parts:
+            total[k] += got[k][0, :world]
+    return [{k: float(total[k][r]) for k in parts} for r in range(world)]

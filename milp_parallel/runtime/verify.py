@@ -257,9 +257,10 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         dist.barrier()
         start = time.perf_counter()
         with counter:
-            with meter.saving(pm):
+            # the program's own saves; the audit's loss (outside the plan) is not metered
+            with meter.saving(pm, module):
                 y = pm(*inputs)
-                loss = hooks.local_loss(y, pm)
+            loss = hooks.local_loss(y, pm)
             loss.backward()
             opt.step()
         seconds = time.perf_counter() - start
