@@ -258,7 +258,8 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
     Tiles follow :mod:`milp_parallel.costs.configs`' placement (tile ``t`` on device ``t``). A
     consumer tile needs the input region :meth:`Layer.input_region` gives; the part held by
     another device's producer tile crosses a link forward, and the same overlap carries the
-    gradient back, so an edge moves ``2 * sum_{s != t} |need_s & tile_t|`` elements. A layer
+    gradient back, so an edge moves ``2 * sum_{s != t} |need_s & tile_t|`` elements (once
+    out of a graph input, which has no gradient). A layer
     whose ``r`` replicas all-reduce their weight gradients moves ``2 (r - 1) * params``
     elements (a ring all-reduce of ``m`` bytes sends ``2 (r - 1) m / r`` per member).
 
@@ -270,8 +271,8 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
     >>> _ = g.linear("fc", "x", 2)                      # 18 parameters
     >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 4}})["sync_bytes"]  # 2 * 3 * 18 * 4
     432.0
-    >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 2}})["transfer_bytes"]  # 3 rows of 8, x2
-    192.0
+    >>> bytes_moved(g, {"x": {"n": 4}, "fc": {"n": 2}})["transfer_bytes"]  # 3 rows of 8, once
+    96.0
     """
     from milp_parallel.costs.configs import tile_boxes
 
@@ -288,7 +289,9 @@ def bytes_moved(graph, degrees: Mapping[str, Any], *, bytes_per_element: int = 4
         hi = np.minimum(r_hi[:, None, :], p_hi[None, :, :])
         ov = np.clip(hi - lo, 0, None).astype(float).prod(axis=2)
         n = min(ov.shape)
-        transfer += 2.0 * (float(ov.sum()) - float(np.trace(ov[:n, :n])))
+        # forward and the gradient back, except out of a graph input (it has no gradient)
+        passes = 1.0 if prod.op == "input" else 2.0
+        transfer += passes * (float(ov.sum()) - float(np.trace(ov[:n, :n])))
     sync = 0.0
     for lay in graph.layers:
         if lay.params <= 0:
