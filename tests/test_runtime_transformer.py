@@ -131,6 +131,18 @@ def test_llama_sequence_parallel_zero3_full_recompute_world4():
 
 
 @pytest.mark.slow
+def test_llama_tensor_parallel_distributed_checkpoints_world2():
+    # full recomputation with replicated norms: each rank keeps its sequence slice of a
+    # block's input and all-gathers it for the recompute (Megatron's distributed checkpoints)
+    _check(_run(2, family="llama", batch=2, t=2, b=2, recompute="full"), LLAMA_PARAMS)
+
+
+@pytest.mark.slow
+def test_gpt2_tensor_parallel_zero3_full_recompute_world4():
+    _check(_run(4, family="gpt2", batch=4, t=2, b=1, zero=3, recompute="full"), GPT2_PARAMS)
+
+
+@pytest.mark.slow
 def test_gpt2_sequence_parallel_world2():
     _check(_run(2, family="gpt2", batch=2, t=2, b=2, kinds="megatron_sp"), GPT2_PARAMS)
 

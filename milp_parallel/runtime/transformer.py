@@ -26,7 +26,10 @@ ZeRO 0 / 1-2 / 3            ``replicate`` (all-reduce) / ``fully_shard`` without
                             resharding after the forward pass, over the data-parallel ranks
 recompute ``full`` /        ``torch.utils.checkpoint`` of every block / of the attention core
 ``selective``               (a checkpointed SDPA registered with ``transformers``'
-                            ``AttentionInterface``)
+                            ``AttentionInterface``); with ``t > 1`` and replicated norms, a
+                            block keeps only its rank's ``1/t`` sequence slice of its input,
+                            all-gathered for the recompute (Megatron-LM's distributed
+                            checkpoints)
 stages, schedule, ``m``,    ``torch.distributed.pipelining``: one ``PipelineStage`` per chunk,
 ``v``                       ``ScheduleGPipe`` / ``Schedule1F1B`` / ``ScheduleInterleaved1F1B``
                             with the plan's micro-batches
@@ -258,6 +261,9 @@ class _Stage(nn.Module):
         super().__init__()
         self.family, self.first, self.last = family, first, last
         self.full_recompute, self.t_seq = full_recompute, t_seq
+        #: the tensor-parallel mesh when a replicated block input is checkpointed as this
+        #: rank's sequence slice (Megatron-LM's distributed checkpoints), else None
+        self.distribute_checkpoints = None
         base_name = "model" if family == "llama" else "transformer"
         src = getattr(hf, base_name)
         base = nn.Module()
@@ -304,13 +310,36 @@ class _Stage(nn.Module):
             kw = {}
             layers = base.h.values()
         for layer in layers:
-            if self.full_recompute:
+            if self.full_recompute and self.distribute_checkpoints is not None:
+                h = _distributed_checkpoint(layer, h, self.distribute_checkpoints, kw)
+            elif self.full_recompute:
                 h = checkpoint(layer, h, use_reentrant=False, **kw)
             else:
                 h = layer(h, **kw)
         if self.last:
             h = self.lm_head(base.norm(h) if self.family == "llama" else base.ln_f(h))
         return h
+
+
+def _distributed_checkpoint(layer, h, tp_mesh, kw):
+    """Full recomputation of ``layer`` keeping only this rank's ``1/t`` sequence slice of
+    its replicated input ``h`` (Megatron-LM's ``--distribute-saved-activations``, what the
+    plan prices): the slice is all-gathered again for the recompute. The slice is
+    ``Replicate -> Shard(1)`` of a DTensor, whose backward all-gathers the (replicated)
+    input gradient; the gather inside is ``Shard(1) -> Replicate``, whose backward takes the
+    slice of it."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.utils.checkpoint import checkpoint
+
+    piece = DTensor.from_local(h, tp_mesh, (Replicate(),), run_check=False).redistribute(
+        tp_mesh, (Shard(1),)).to_local().clone()      # its own storage: ``h`` can go
+
+    def run(x, **kwargs):
+        whole = DTensor.from_local(x, tp_mesh, (Shard(1),), run_check=False).redistribute(
+            tp_mesh, (Replicate(),)).to_local()
+        return layer(whole, **kwargs)
+
+    return checkpoint(run, piece, use_reentrant=False, **kw)
 
 
 # ====================================================================== tensor parallelism
@@ -667,6 +696,8 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
                 _tp_block(blk, family, tp_mesh, lay.sequence_parallel)
             _tp_ends(stage, family, tp_mesh, lay.sequence_parallel, lay.vocab_loss,
                      lay.wpe_vocab)
+            if rec == "full" and not lay.sequence_parallel:
+                stage.distribute_checkpoints = tp_mesh
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:
                 stage.lm_head.weight = stage.transformer.wte.weight
         if lay.d > 1:
