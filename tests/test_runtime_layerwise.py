@@ -64,6 +64,24 @@ class BNResNetlet(nn.Module):
         return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
 
 
+class Downsample(nn.Module):
+    """A strided residual block: conv(stride 2) -> relu -> conv(dilation 2) + 1x1 conv
+    (stride 2) shortcut -> relu -> max pool (padded) -> flatten -> linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2)
+        self.short = nn.Conv2d(3, 8, 1, stride=2)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.fc = nn.Linear(8 * 2 * 2, 4)
+
+    def forward(self, x):
+        y = self.conv2(torch.relu(self.conv1(x)))
+        x = self.pool(torch.relu(y + self.short(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
 class Other(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -97,6 +115,9 @@ CASES = {
     # (a batch-norm shares its convolution's layout)
     "bn-4": (4, {"conv1": "c=4", "conv2": "c=2", "conv3": "h=2 w=2", "pool": "n=4",
                  "fc1": "c=2", "fc2": "n=2"}, BNResNetlet),
+    # strides, a dilation and a padded max pool split spatially
+    "stride-4": (4, {"conv1": "h=2 w=2", "conv2": "h=4", "short": "n=2 w=2",
+                     "pool": "w=2", "fc": "c=2"}, Downsample),
     "bn-2": (2, {"conv1": "c=2", "conv2": "serial", "conv3": "n=2", "fc1": "c=2",
                  "fc2": "c=2"}, BNResNetlet),
 }
