@@ -12,7 +12,7 @@ import numpy as np
 from ..graph import LayerGraph
 from .step_costs import StepPricer
 from .tensor_parallel import Kind, layer_kinds, relayout
-from .training_memory import MixedPrecision, saved_activation_bytes
+from .training_memory import MixedPrecision, backward_working_bytes, saved_activation_bytes
 
 #: The criteria of an assignment: tau, psi, state bytes, activation bytes per micro-batch,
 #: working set.
@@ -89,7 +89,7 @@ class _MeshPricing:
         out: dict[str, float] = {}
         if op == "input":
             return dict(fwd=0.0, bwd=0.0, zero_tau=0.0, psi=0.0, state=0.0, kept=0.0,
-                        scores=0.0, fwd_comm=0.0)
+                        scores=0.0, fwd_comm=0.0, grad_ws=0.0)
         flops = float(layer.flops) * b / (t if kind.split_compute else 1)
         w_el = _weight_elements(layer)
         w_local = w_el / t if kind.split_weights else float(w_el)
@@ -136,7 +136,8 @@ class _MeshPricing:
             state = params * pr.state_bytes_per_param(zero, size)
         kept, sc = saved_activation_bytes(layer, kind, t, b, pr, flash=self.flash)
         out.update(fwd=fwd, bwd=bwd, zero_tau=zero_tau, psi=psi, state=state, kept=kept,
-                   scores=sc, fwd_comm=comm)
+                   scores=sc, fwd_comm=comm,
+                   grad_ws=backward_working_bytes(layer, kind, t, b, pr, flash=self.flash))
         return out
 
     def criteria(self, layer, kinds: Sequence[Kind], zero: int, mode: str, *,
@@ -146,13 +147,13 @@ class _MeshPricing:
         for k, kind in enumerate(kinds):
             c = self.layer_costs(layer, kind, zero, tied_copy=tied_copy)
             tau = c["fwd"] + c["bwd"] + c["zero_tau"]
-            act, ws = c["kept"] + c["scores"], 0.0
+            act, ws = c["kept"] + c["scores"], c["grad_ws"]
             if mode == "full":
                 tau += c["fwd"]
-                act, ws = 0.0, c["kept"] + c["scores"]
+                act, ws = 0.0, c["kept"] + c["scores"] + c["grad_ws"]
             elif mode == "selective" and layer.op == "attention":
                 tau += c["fwd"] - c["fwd_comm"]
-                act, ws = c["kept"], c["scores"]
+                act, ws = c["kept"], c["scores"] + c["grad_ws"]
             out[k] = (tau, c["psi"], c["state"], act, ws)
         return out
 

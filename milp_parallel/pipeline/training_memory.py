@@ -27,6 +27,10 @@ fp32; adds, embeddings and layout ops keep nothing. For a GPT layer this is the 
 tensor parallelism (norms, dropouts and the projections' inputs replicated), ``s b h (34 +
 5 a s / h) / t`` with sequence parallelism (checked in the tests).
 
+The backward pass of the attention core also holds the gradient of its ``S x S``
+probabilities for a moment (:func:`backward_working_bytes`): once per stage, beside what the
+stage keeps.
+
 Recomputation (:data:`RECOMPUTE_MODES`), per transformer layer: ``none`` keeps everything;
 ``selective`` drops the attention core's ``S x S`` tensors and recomputes that core in the
 backward pass; ``full`` keeps only the layer's input (split over the tensor-parallel group,
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 from ..errors import InvalidOptionError
 
 __all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
-           "check_zero", "check_recompute"]
+           "backward_working_bytes", "check_zero", "check_recompute"]
 
 #: Per-layer recomputation choices (see the module docstring).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -99,6 +103,12 @@ class MixedPrecision:
         Dropout masks.
     loss_bytes : int, default 4
         The cross-entropy's logits (kept in fp32).
+    attention_mask_bytes : int, optional
+        The attention core's dropout mask per score element (default: ``mask_bytes``, the
+        byte mask of Megatron-LM's fused softmax-dropout). PyTorch's math attention
+        (``scaled_dot_product_attention`` with dropout, as the runtime runs on CPU) draws a
+        float mask of the scores' dtype (``aten.bernoulli_`` on ``empty_like`` of the
+        probabilities): 4 in float32.
 
     Raises
     ------
@@ -113,8 +123,11 @@ class MixedPrecision:
     activation_bytes: int = 2
     mask_bytes: int = 1
     loss_bytes: int = 4
+    attention_mask_bytes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.attention_mask_bytes is None:
+            object.__setattr__(self, "attention_mask_bytes", self.mask_bytes)
         for k, v in self.__dict__.items():
             pos = k in ("param_bytes", "activation_bytes")
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or (
@@ -208,7 +221,28 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
         s = layer.output_shape[1]
         per = float(pr.activation_bytes)
         if at.get("dropout", 0.0) > 0:
-            per += float(pr.mask_bytes) + float(pr.activation_bytes)
+            per += float(pr.attention_mask_bytes) + float(pr.activation_bytes)
         share = 1.0 / t if kind.split_compute else 1.0
         return kept, per * micro_batch * at["heads"] * s * s * share
     return 0.0, 0.0
+
+
+def backward_working_bytes(layer, kind, t: int, micro_batch: int,
+                           precision: MixedPrecision | None = None, *, flash: bool = False
+                           ) -> float:
+    """Bytes one device holds only while ``layer``'s backward pass runs, beyond what it
+    kept: the gradient of the attention core's ``S x S`` probabilities (one at a time,
+    in the activations' dtype: Megatron-LM's fused softmax backward writes its result in
+    place of it, PyTorch's ``_softmax_backward_data`` frees it as it returns; measured under
+    ``MemTracker``: 4 bytes per score element in float32). Nothing for a flash kernel or
+    another layer.
+
+    Counted once per stage (one layer's backward runs at a time), not per micro-batch in
+    flight.
+    """
+    if layer.op != "attention" or flash:
+        return 0.0
+    pr = precision or MixedPrecision()
+    s = layer.output_shape[1]
+    share = 1.0 / t if kind.split_compute else 1.0
+    return float(pr.activation_bytes) * micro_batch * layer.attrs["heads"] * s * s * share
