@@ -222,3 +222,11 @@ def test_tied_gpt2_over_stages_is_refused_without_a_process_group():
     plan = _plan(config, 2, dict(batch=2, p=2, b=1))
     with pytest.raises(UnsupportedProblemError, match="tie_word_embeddings=False"):
         parallelize_transformer(_meta_model(config), plan)
+
+
+def test_verify_plan_names_what_it_does_not_audit_yet():
+    from milp_parallel.runtime.verify import verify_plan
+    config = _config("llama")
+    plan = _plan(config, 2, dict(batch=2, t=2, b=2))
+    with pytest.raises(UnsupportedProblemError, match="does not audit transformer plans"):
+        verify_plan(plan, _meta_model(config), torch.zeros(2, SEQ, dtype=torch.long))

@@ -61,7 +61,7 @@ nn = torch.nn
 F = torch.nn.functional
 
 __all__ = ["parallelize_transformer", "plan_mesh", "ParallelTransformer", "expected_kinds",
-           "causal_lm_loss", "SUPPORTED"]
+           "causal_lm_loss", "runtime_hooks", "SUPPORTED"]
 
 #: model_type -> the module class the runtime runs.
 SUPPORTED = {"llama": "LlamaForCausalLM", "gpt2": "GPT2LMHeadModel"}
@@ -706,6 +706,25 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
     out = ParallelTransformer(chunks, plan, lay, mesh, family, ids)
     out._hf_config, out._seq_len = cfg, S
     return out
+
+
+def runtime_hooks():
+    """What :func:`milp_parallel.runtime.verify.verify_plan` asks of a transformer plan.
+
+    Raises
+    ------
+    UnsupportedProblemError
+        Always, for now: the audit harness calls ``backward`` on the loss the program
+        returns, but a pipelined plan's schedule runs the backward pass inside ``forward``,
+        and the plan's collectives are priced in seconds, not bytes per layer, so there is
+        nothing yet to compare the counted bytes with. The numerics are checked by
+        ``tests/test_runtime_transformer.py``, the memory by ``benchmarks/memory_audit.py``
+        (``docs/runtime_transformer.md``).
+    """
+    raise UnsupportedProblemError(
+        "verify_plan does not audit transformer plans (PipelinePlan) yet; run the plan with "
+        "parallelize_transformer under torchrun, and see docs/runtime_transformer.md for "
+        "the numerics tests and the memory audit at Megatron sizes")
 
 
 def _describe(layout: _Layout) -> Mapping[str, Any]:  # pragma: no cover - debugging aid
