@@ -11,17 +11,23 @@ one step runs: the stage's in-flight micro-batches forward (1F1B keeps ``p - s``
 interleaved schedule the planner's count of chunk micro-batches), then their backward, then
 Adam's step. ``MemTracker`` gives the peak by category; the plan gives
 ``training_memory.py``'s prediction for the same precision (float32 weights, gradients and
-activations, Adam's two float32 moments, no master copy, 1-byte dropout masks).
+activations, Adam's two float32 moments, no master copy, 1-byte dropout masks outside the
+attention and the 4-byte float mask PyTorch's math attention draws inside it). Each
+in-flight micro-batch's chunk input and output stay alive until its backward, as
+``torch.distributed.pipelining``'s ``PipelineStage.fwd_cache`` keeps them.
 
 The schedule's point-to-point messages are not run (a fake process group does not carry
-them): the forward of a middle stage starts from a fake received activation. ZeRO is the
-``zero=1`` (``fully_shard`` over the data-parallel ranks) on every row: DDP's reducer
-(ZeRO-0) cannot run on a fake process group, and the runtime runs no ZeRO-0 with tensor
-parallelism.
+them): the forward of a middle stage starts from a fake received activation. ZeRO is
+``fully_shard`` over the data-parallel ranks without resharding on every row, priced as
+``zero=2``: the runtime's ZeRO-1 is that same program (FSDP2 shards gradients too), DDP's
+reducer (ZeRO-0) cannot run on a fake process group, and the runtime runs no ZeRO-0 with
+tensor parallelism. Adam's state is created before the tracked step (one step on zero
+gradients), as in every step after the first.
 
-Not yet measured: the tensor-parallel rows (t = 8): ``fully_shard`` of tensor-parallel
-DTensor parameters calls ``nonzero`` on the mesh under fake tensors
-(``DynamicOutputShapeException``); the table records them as not run, with the reason.
+The tensor-parallel rows (t = 8) need one workaround of the benchmark's own
+(:func:`_real_mesh_indices`): ``fully_shard`` of a tensor-parallel DTensor parameter builds
+a data x tensor mesh, and ``DeviceMesh`` finds the rank's coordinate with ``nonzero``, which
+a fake tensor cannot run; the mesh is built on real (small) tensors instead.
 
 Run: ``python -m benchmarks.memory_audit`` (writes ``benchmarks/results/memory_audit.csv``).
 """
@@ -29,6 +35,7 @@ Run: ``python -m benchmarks.memory_audit`` (writes ``benchmarks/results/memory_a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import logging
 from pathlib import Path
@@ -52,7 +59,7 @@ OUT = ROOT / "benchmarks" / "results" / "memory_audit.csv"
 SEQ, VOCAB = 2048, 51200
 #: what the fake program runs in: float32 everywhere, Adam's two moments, no master copy.
 FP32 = MixedPrecision(param_bytes=4, grad_bytes=4, master_bytes=0, optimizer_bytes=8,
-                      activation_bytes=4, mask_bytes=1, loss_bytes=4)
+                      activation_bytes=4, mask_bytes=1, loss_bytes=4, attention_mask_bytes=4)
 COLUMNS = ("params_b", "tp", "pp", "dp", "chunks", "micro_batch", "stage", "rank", "zero",
            "in_flight", "predicted_bytes", "tracked_peak_bytes", "rel_error",
            "parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
@@ -84,7 +91,10 @@ def _plan(row: dict, cfg, zero: int):
 def audit_rank(row: dict, stage: int) -> dict:
     """One rank (the first) of ``stage``: the plan's prediction and the tracked peak."""
     p, t = row["pp"], row["tp"]
-    zero = 1     # fully_shard: DDP's reducer runs no comm hook on a fake process group
+    # fully_shard without resharding: the runtime's ZeRO-1 and ZeRO-2 are this one program
+    # (FSDP2 shards the gradients too), so it is priced as what it holds, ZeRO-2; DDP's
+    # reducer (ZeRO-0) runs no comm hook on a fake process group
+    zero = 2
     cfg = _config(row, tied=p == 1)
     plan = _plan(row, cfg, zero)
     world = row["gpus"]
@@ -92,10 +102,11 @@ def audit_rank(row: dict, stage: int) -> dict:
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         mesh = plan_mesh(plan)                  # real (small) index tensors, outside
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        with FakeTensorMode(allow_non_fake_inputs=True), _real_mesh_indices():
             model = tr.GPT2LMHeadModel(cfg)         # fake parameters: nothing allocated
             pm = parallelize_transformer(model, plan, mesh, seq_len=SEQ)
             opt = torch.optim.Adam(pm.parameters(), foreach=False)
+            _create_optimizer_state(pm, opt)        # the steady state: Adam's moments exist
             tracker = MemTracker()
             tracker.track_external(pm, opt)
             with tracker:
@@ -118,8 +129,55 @@ def audit_rank(row: dict, stage: int) -> dict:
                 temporary_bytes=by["Temp"], note="")
 
 
+class _Call(torch.nn.Module):
+    """One micro-batch's forward of a chunk (see :func:`_step`)."""
+
+    def __init__(self, chunk):
+        super().__init__()
+        self.chunk = chunk
+
+    def forward(self, x):
+        return self.chunk(x)
+
+
+@contextlib.contextmanager
+def _real_mesh_indices():
+    """Build device meshes on real tensors inside the fake mode (the benchmark's own
+    workaround, not the runtime's): ``fully_shard`` of a tensor-parallel DTensor parameter
+    concatenates the data- and tensor-parallel meshes, and ``DeviceMesh.__init__`` finds
+    the rank's coordinate with ``(mesh == rank).nonzero()``, whose output shape a fake tensor
+    cannot know. The mesh is a few integers; computing it for real allocates nothing that
+    matters and changes nothing of the program."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import DeviceMesh
+
+    init = DeviceMesh.__init__
+
+    def real_init(self, *args, **kwargs):
+        with unset_fake_temporarily():
+            init(self, *args, **kwargs)
+
+    DeviceMesh.__init__ = real_init
+    try:
+        yield
+    finally:
+        DeviceMesh.__init__ = init
+
+
+def _create_optimizer_state(pm, opt) -> None:
+    """Adam's state as in every step after the first: one step on zero gradients (under the
+    fake mode: nothing is allocated), then the gradients dropped."""
+    for prm in pm.parameters():
+        prm.grad = torch.zeros_like(prm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def _step(pm, plan, stage: int, cfg) -> None:
-    """The stage's micro-batches in flight forward, then their backward (1F1B's peak)."""
+    """The stage's micro-batches in flight forward, then their backward (1F1B's peak).
+    ``MemTracker`` refuses a second forward of a top-level module before its backward; each
+    micro-batch's forward runs inside a wrapper of its own, so the chunk is a submodule
+    called again (which it tracks)."""
     lay = pm._layout
     f = plan.stages[stage].in_flight
     outs = []
@@ -128,14 +186,13 @@ def _step(pm, plan, stage: int, cfg) -> None:
         inp, _ = pm._io_shapes(chunk)
         x = torch.randint(0, VOCAB, tuple(inp.shape)) if chunk.first else \
             torch.randn(tuple(inp.shape), requires_grad=True)
-        y = chunk(x)
+        y = _Call(chunk)(x)
         outs.append((chunk, x, y))
     for chunk, x, y in outs:
         if chunk.last:
             ids = torch.randint(0, VOCAB, (y.shape[0], SEQ))
-            loss = causal_lm_loss(y, ids, pm._tp_mesh())
-            with _loss_context(pm):
-                loss.backward()
+            with _loss_context(pm):   # the vocabulary-parallel loss, forward and backward
+                causal_lm_loss(y, ids, pm._tp_mesh()).backward()
         else:
             y.backward(torch.randn(tuple(y.shape)))
 
