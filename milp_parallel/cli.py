@@ -522,7 +522,7 @@ def _cmd_solve(args) -> int:
                               f"{config!r}); give one configuration per layer")
     with _quiet_stdout():
         plan = solve(args.model, args.cluster, devices=args.devices, batch_size=args.batch_size,
-                     solver=args.solver, memory_limit=args.memory_limit,
+                     solver=args.solver, memory_limit=args.memory_limit or "device",
                      time_limit=args.time_limit, cross_check=args.cross_check,
                      profile=args.profile, fixed=fixed or None,
                      forbid=forbid or None)
@@ -570,11 +570,10 @@ def _cmd_profile(args) -> int:
 def _cmd_problem(args) -> int:
     from .problem import load_problem
     from .solvers import solve_problem
-    from .units import NO_LIMIT, parse_memory_limit
+    from .units import parse_memory_limit
     problem = load_problem(args.file)
     if args.memory_limit is not None:
-        problem = problem.with_memory_limit(parse_memory_limit(args.memory_limit,
-                                                               default=NO_LIMIT))
+        problem = problem.with_memory_limit(parse_memory_limit(args.memory_limit))
     opts = {} if args.time_limit is None else {"time_limit": args.time_limit}
     with _quiet_stdout():
         res = solve_problem(problem, args.solver, **opts)

@@ -148,8 +148,7 @@ def load_cluster(cluster: Any, *, devices: int | None = None) -> tuple[Any, str]
 
 def memory_budget_bytes(memory_limit: Any, topology: Any) -> float | None:
     """The budget per device in bytes (:func:`~milp_parallel.units.parse_memory_limit`):
-    ``None`` or ``"device"`` -> the device's memory; ``"none"`` or ``inf`` -> no budget
+    ``"device"`` -> the device's memory; ``None``, ``"none"`` or ``inf`` -> no budget
     (``None``)."""
-    from .units import DEVICE_MEMORY, parse_memory_limit
-    return parse_memory_limit(memory_limit, device_bytes=float(topology.device.memory_bytes),
-                              default=DEVICE_MEMORY)
+    from .units import parse_memory_limit
+    return parse_memory_limit(memory_limit, device_bytes=float(topology.device.memory_bytes))

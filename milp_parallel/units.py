@@ -169,8 +169,8 @@ def parse_seconds(text: str | int | float) -> float:
     return x
 
 
-def parse_memory_limit(value: str | int | float | None, *, device_bytes: float | None = None,
-                       default: str = DEVICE_MEMORY) -> float | None:
+def parse_memory_limit(value: str | int | float | None, *,
+                       device_bytes: float | None = None) -> float | None:
     """The one reading of a ``memory_limit`` (API, command line, sweep files).
 
     Parameters
@@ -178,13 +178,12 @@ def parse_memory_limit(value: str | int | float | None, *, device_bytes: float |
     value : str, number or None
         ``"device"`` (:data:`DEVICE_MEMORY`): each device's memory; ``"none"``
         (:data:`NO_LIMIT`, also ``"unlimited"``, ``"inf"``, ``math.inf``): no budget; a
-        size (``"12GiB"``, ``"16GB"``) or a number of bytes > 0; ``None``: ``default``.
+        size (``"12GiB"``, ``"16GB"``) or a number of bytes > 0; ``None``: no budget, as
+        everywhere in the package (a Problem's, ``solve()``'s and the pipeline's
+        ``memory_limit``; their default is ``"device"`` where a device is known).
     device_bytes : float, optional
         The device memory that ``"device"`` stands for. Without it (a Problem file has no
         device), ``"device"`` is refused.
-    default : {"device", "none"}
-        What ``None`` means for the caller (``solve()``: the device memory; a Problem's
-        ``with_memory_limit``: no budget).
 
     Returns
     -------
@@ -201,8 +200,8 @@ def parse_memory_limit(value: str | int | float | None, *, device_bytes: float |
     --------
     >>> parse_memory_limit("16GiB")
     17179869184.0
-    >>> parse_memory_limit("none") is None, parse_memory_limit(None, device_bytes=8e9)
-    (True, 8000000000.0)
+    >>> parse_memory_limit("none") is None, parse_memory_limit(None, device_bytes=8e9) is None
+    (True, True)
     >>> parse_memory_limit("device", device_bytes=16e9)
     16000000000.0
     """
@@ -211,7 +210,7 @@ def parse_memory_limit(value: str | int | float | None, *, device_bytes: float |
     accepted = ("a size such as '16GiB' or '12GB', a number of bytes > 0, 'device' (each "
                 "device's memory) or 'none' (no budget)")
     if value is None:
-        value = default
+        return None
     if isinstance(value, str):
         word = value.strip().lower()
         if word == DEVICE_MEMORY:

@@ -93,7 +93,7 @@ def test_memory_limit_has_one_reading_everywhere():
     topo = clusters.get("abci", nodes=1)
     g = models.get("lenet5")
     dev = topo.device.memory_bytes
-    assert parse_memory_limit(None, device_bytes=dev) == dev
+    assert parse_memory_limit(None, device_bytes=dev) is None    # None: no budget, always
     assert parse_memory_limit("device", device_bytes=dev) == dev
     assert parse_memory_limit("none", device_bytes=dev) is None
     assert parse_memory_limit(math.inf) is None
@@ -103,8 +103,10 @@ def test_memory_limit_has_one_reading_everywhere():
             parse_memory_limit(bad, device_bytes=dev)
     with pytest.raises(InvalidOptionError, match="needs a cluster"):
         parse_memory_limit("device")
-    # build: None = no budget (unchanged), solve: None = the device memory (unchanged)
+    # None means no budget everywhere; "device" (the default of build and solve) the device
     assert build_problem(g, topo, memory_limit=None).memory_limit is None
+    assert solve(g, topo, solver="dp", cross_check=False,
+                 memory_limit=None).memory_limit_bytes is None
     assert build_problem(g, topo, memory_limit="device").memory_limit[0] == dev
     assert solve(g, topo, solver="dp", cross_check=False).memory_limit_bytes == dev
     assert solve(g, topo, solver="dp", cross_check=False,

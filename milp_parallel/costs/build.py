@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import InvalidOptionError, InvalidTopologyError, UnknownOptionError
 from ..machine.topology import Topology
 from ..problem import Problem
-from ..units import NO_LIMIT, parse_memory_limit
+from ..units import parse_memory_limit
 from .configs import ConfigOptions, SizeLimits, check_device_count, config_labels, enumerate_configs
 from .model import CostModel
 
@@ -260,8 +260,7 @@ def build(graph, topology: Topology, *, cost_model: CostModel | None = None,
         edge_members.setdefault(key, []).append((u, v, int(i)))
     keys = list(tables)
 
-    limit = parse_memory_limit(memory_limit, device_bytes=topology.device.memory_bytes,
-                               default=NO_LIMIT)
+    limit = parse_memory_limit(memory_limit, device_bytes=topology.device.memory_bytes)
     problem = Problem(node_costs, keys, [tables[k] for k in keys], memory=memory,
                       memory_limit=limit, node_names=node_names, config_labels=labels)
     seconds = time.perf_counter() - start

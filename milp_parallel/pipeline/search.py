@@ -181,7 +181,7 @@ def _plan(search, combo: _Combo, prob: _ComboProblem, ch: _Choice, *, name, cnam
 
 
 def solve_pipeline(model, cluster, *, global_batch: int | None = None,
-                   devices: int | None = None, memory_limit=None,
+                   devices: int | None = None, memory_limit="device",
                    options: PipelineOptions | None = None,
                    pricer: StepPricer | None = None) -> PipelinePlan:
     """The fastest training step of a transformer over the declared space
@@ -198,8 +198,9 @@ def solve_pipeline(model, cluster, *, global_batch: int | None = None,
         Samples per iteration (default: the graph's batch size).
     devices : int, optional
         The first ``devices`` devices (a preset grows to enough nodes).
-    memory_limit : bytes, size string, None or inf
-        Per device; ``None`` = the device memory, ``math.inf`` = no budget.
+    memory_limit : bytes, size string, "device", "none", None or inf
+        Per device (:func:`~milp_parallel.units.parse_memory_limit`); ``"device"`` (default)
+        = the device memory; ``None``, ``"none"`` or ``math.inf`` = no budget.
     options : PipelineOptions, optional
         The declared space.
     pricer : StepPricer, optional
@@ -313,7 +314,8 @@ def evaluate_configuration(model, cluster, *, global_batch: int, tensor: int, pi
                            micro_batch_size: int, devices: int | None = None,
                            chunks: int = 1, schedule: str = "1f1b", recompute: str = "full",
                            zero: int = 0, kinds: Mapping[str, str] | str = "megatron",
-                           stage_blocks: Sequence[int] | None = None, memory_limit=None,
+                           stage_blocks: Sequence[int] | None = None,
+                           memory_limit="device",
                            options: PipelineOptions | None = None,
                            pricer: StepPricer | None = None) -> PipelinePlan:
     """Price one given configuration (e.g. Megatron-LM's own) with the search's formulas.

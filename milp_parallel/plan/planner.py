@@ -96,8 +96,7 @@ def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: A
             inputs = _SolveInputs(
                 model=m, cluster=c, batch_size=plan.batch_size, devices=plan.devices,
                 solver=plan.solver,
-                memory_limit="none" if plan.memory_limit_bytes is None
-                else plan.memory_limit_bytes,
+                memory_limit=plan.memory_limit_bytes,
                 fixed=dict(cons.get("fixed", {})), forbid=dict(cons.get("forbid", {})))
         else:
             inputs = dataclasses.replace(inputs, model=m, cluster=c)
@@ -145,7 +144,7 @@ def explain(plan: Plan, layer: str, config: str | Mapping[str, int], *, model: A
 
 
 def make_problem(model, cluster, *, batch_size: int | None = None, devices: int | None = None,
-                 memory_limit: float | str | None = None,
+                 memory_limit: float | str | None = "device",
                  config_options: Mapping[str, Any] | None = None, cost_model=None,
                  profile=None) -> Problem:
     """The :class:`~milp_parallel.Problem` that :func:`solve` would solve.
@@ -167,7 +166,7 @@ def make_problem(model, cluster, *, batch_size: int | None = None, devices: int 
 
 def solve(model, cluster, *, batch_size: int | None = None,
           batch_per_device: int | None = None, devices: int | None = None,
-          solver: str = "auto", memory_limit: float | str | None = None,
+          solver: str = "auto", memory_limit: float | str | None = "device",
           time_limit: float | None = None, cross_check: bool = True,
           config_options: Mapping[str, Any] | None = None, cost_model=None,
           profile=None, fixed: Mapping[str, Any] | None = None,
@@ -198,8 +197,7 @@ def solve(model, cluster, *, batch_size: int | None = None,
     memory_limit : float or str, optional
         The memory budget per device (read by :func:`~milp_parallel.units.
         parse_memory_limit`): bytes (``12e9``), a size (``"12GiB"``), ``"device"`` (each
-        device's memory), ``"none"`` or ``math.inf`` (no budget). ``None`` (default) is
-        ``"device"``.
+        device's memory, the default), ``None``, ``"none"`` or ``math.inf`` (no budget).
     time_limit : float, optional
         Seconds for the solver (and the cross-check); a solver that runs out returns its
         best assignment with status ``"feasible"``, shown as not proved optimal.

@@ -94,7 +94,7 @@ class _Built:
     batch_origin: str = "default"   # see Plan.batch_origin
 
 
-def _build(model, cluster, *, batch_size=None, devices=None, memory_limit=None,
+def _build(model, cluster, *, batch_size=None, devices=None, memory_limit="device",
            config_options=None, cost_model=None, profile=None,
            batch_per_device=None) -> _Built:
     from ..costs.build import build

@@ -542,8 +542,8 @@ class Problem:
             For a negative budget or one of the wrong length.
         """
         if isinstance(memory_limit, str):
-            from ..units import NO_LIMIT, parse_memory_limit
-            memory_limit = parse_memory_limit(memory_limit, default=NO_LIMIT)
+            from ..units import parse_memory_limit
+            memory_limit = parse_memory_limit(memory_limit)
         return Problem(self._node_costs, self._edges, self._edge_costs, memory=self._memory,
                        memory_limit=memory_limit, intervals=self._intervals,
                        node_names=self._node_names, config_labels=self._config_labels,

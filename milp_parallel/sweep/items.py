@@ -23,7 +23,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import FormatError, InfeasibleError, MilpParallelError
 from ..isolation import run_isolated
-from ..units import NO_LIMIT
+from ..units import DEVICE_MEMORY, NO_LIMIT
 from .kinds import (
     _KINDS,
     FAILED,
@@ -118,7 +118,7 @@ def _run_model_item(item: SweepItem) -> dict:
     model, cluster = (str(_item_path(x, item.base_dir)) if is_path(x) else x
                       for x in (p["model"], p["cluster"]))
     kw = dict(devices=p["devices"], batch_size=p.get("batch_size"),
-              memory_limit=p.get("memory_limit"))
+              memory_limit=p.get("memory_limit") or DEVICE_MEMORY)
     plan = solve(model, cluster, solver=p["solver"], time_limit=p.get("time_limit"),
                  cross_check=p.get("cross_check", True), **kw)
     rec = {"status": plan.status, "objective": _finite(plan.objective),

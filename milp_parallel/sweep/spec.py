@@ -105,7 +105,7 @@ def _memory_param(value: Any, kind: str, where: str) -> int | str | None:
                 raise InvalidOptionError("memory_limit 'device': a problem file has no "
                                          "device; give a size or 'none'")
             return None
-        x = parse_memory_limit(value, device_bytes=1.0, default=NO_LIMIT)
+        x = parse_memory_limit(value, device_bytes=1.0)
     except InvalidOptionError as exc:
         raise FormatError(f"{where}: {exc}") from None
     return NO_LIMIT if x is None else int(x)
