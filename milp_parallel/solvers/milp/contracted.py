@@ -35,7 +35,6 @@ from ...problem import Problem
 from ..contract import Contraction, contract, violated_rows
 from ..heuristics import LocalSearch
 from ..options import Deadline
-from ..reduce import solve_fixed_first
 from ..result import (
     FEASIBLE,
     OPTIMAL,
@@ -92,11 +91,6 @@ def solve_contracted(solve_sub: SolveSub, name: str, problem: Problem,
     contraction does not apply (it failed, or shrinks too little and is not ``required``),
     so that the caller goes on with the original problem.
     """
-    # the isolated nodes fixed first (exact; issue 25.3): the rest solved by the backend
-    fixed = solve_fixed_first(problem, warm.assignment, lambda sub, start: solve_sub(
-        sub, {**options, "warm_start": start}, deadline))
-    if fixed is not None:
-        return fixed
     con = contract(problem, upper=warm.cost, deadline=deadline)
     if con is None:
         return None
