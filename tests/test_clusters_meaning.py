@@ -145,15 +145,15 @@ def test_the_cli_lists_each_preset_with_its_dtype(capsys):
 
 # ---------------------------------------------------------------------- README
 BUDGET_CALL = ('mp.solve("resnet50", "abci", devices=16, batch_size=512, '
-               'memory_limit="4.75GiB",\n         solver="highs", time_limit=60)')
+               'memory_limit="4.25GiB",\n         solver="highs", time_limit=60)')
 
 
 def test_the_readme_budget_example_binds():
     assert BUDGET_CALL in (ROOT / "README.md").read_text()
-    budget = 4.75 * 2**30
+    budget = 4.25 * 2**30
     free = mp.solve("resnet50", "abci", devices=16, batch_size=512, memory_limit="none",
                     solver="highs", time_limit=60)
-    bound = mp.solve("resnet50", "abci", devices=16, batch_size=512, memory_limit="4.75GiB",
+    bound = mp.solve("resnet50", "abci", devices=16, batch_size=512, memory_limit="4.25GiB",
                      solver="highs", time_limit=60)
     assert free.peak_memory_bytes > budget >= bound.peak_memory_bytes
     assert bound.step_seconds > free.step_seconds             # the budget costs time
