@@ -2,7 +2,7 @@
 
 Each :class:`Rule` covers one kind of problem, lists the backends in the order to try (the
 first available one that accepts the problem is used) and cites the rows of
-``benchmarks/results/solver_scaling.csv`` (``python benchmarks/solver_scaling.py``; machine
+``benchmarks/results/solver_scaling.csv`` (``python -m benchmarks.solver_scaling``; machine
 and date in the file) that support the order; ``tests/test_auto.py`` checks that every cited
 row exists and says what the rule claims. Change a rule only with a new measurement.
 """

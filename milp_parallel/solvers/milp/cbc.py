@@ -41,7 +41,7 @@ _BOUND_RE = re.compile(r"^(?:Lower bound|Best possible):\s*(-?[0-9.eE+-]+|-?inf)
 _GAP_RE = re.compile(r"^Gap:\s*(-?[0-9.eE+-]+)", re.M)
 _RESULT_RE = re.compile(r"^Result - (.*)$", re.M)
 #: CBC's own arguments by default, chosen by ``benchmarks/results/milp_backends.csv``
-#: (``python benchmarks/milp_backends.py``, 1 thread, 120 s, with and without the MILP-side
+#: (``python -m benchmarks.milp_backends``, 1 thread, 120 s, with and without the MILP-side
 #: presolve): without CBC's preprocessing it proved IOPDDL G in 4.5 s (its defaults 5.2 s),
 #: resnet18@16 in 1.6 s (2.1 s) and resnet50@16 in 13.4 s (13.7 s) when the solver has to
 #: prove them itself, and reached the best DAG answer; cuts off, strong branching off and

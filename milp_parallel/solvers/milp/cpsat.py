@@ -49,7 +49,7 @@ _MEMORY_BITS = 40
 #: The CP-SAT models (:func:`build_cp_model`).
 MODELS = ("linear", "bool", "table", "element")
 #: The model and the LP linearization level CP-SAT runs with by default, chosen by
-#: ``benchmarks/results/milp_backends.csv`` (``python benchmarks/milp_backends.py``, with
+#: ``benchmarks/results/milp_backends.csv`` (``python -m benchmarks.milp_backends``, with
 #: ``--presolve lite`` for the zoo; 1 worker, 120 s): at CP-SAT's own level 1 every model left
 #: the 200 x 16 interval chain 14-16% from its bound, the 60-node DAG 18%, IOPDDL G unproven
 #: (the linear model: proven in 90 s) and resnet50@16 unproven (28%); at level 2 (the full LP
