@@ -23,19 +23,32 @@ Prints a table and writes one CSV row per input row: the input columns, then
 ``predicted_tflops_megatron_config``, ``predicted_tflops_optimum``, ``ratio_predicted_measured``,
 ``speedup_optimum``, ``search_seconds``, ``optimum_status``, ``optimum_untied_gap`` (how much
 faster an untied plan of the same pipeline shape could at most be), ``optimum_plan``.
+
+``--sensitivity`` (issue 26.2) prices only (a), once with every constant of
+:mod:`milp_parallel.machine.constants` the step model reads at its cited value and then with
+each at -15% and +15%, and prints the table of ``benchmarks/megatron.md``: per setting, the
+least and the greatest predicted / measured ratio over the rows (``--sensitivity-csv OUT``
+writes it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import logging
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.instances import MEGATRON_TABLE
 from milp_parallel import clusters
+from milp_parallel.machine import constants
 from milp_parallel.models.gpt import gpt, megatron_flops
 from milp_parallel.pipeline import PipelineOptions, evaluate_configuration, solve_pipeline
+from milp_parallel.pipeline.step_costs import StepPricer
+
+log = logging.getLogger(__name__)
 
 SEQ, VOCAB = 2048, 51200
 COLUMNS = ("params_b", "heads", "hidden", "layers", "tp", "pp", "gpus", "batch", "micro_batch",
@@ -95,6 +108,94 @@ def run_row(r: dict, time_limit: float | None = None) -> dict:
             "optimum_plan": plan_text(opt)}
 
 
+#: The constants the transformer step model reads (``--sensitivity`` varies each).
+SENSITIVE = ("GEMM_EFFICIENCY_16BIT", "MEMORY_EFFICIENCY", "KERNEL_LAUNCH_S",
+             "NVLINK_LATENCY_S", "IB_LATENCY_S", "OPTIMIZER_BYTES_PER_PARAM",
+             "SCORE_BYTES_DROPOUT")
+
+
+@contextmanager
+def _scaled(name: str, factor: float):
+    """Temporarily ``constants.<name>`` times ``factor`` (read at call time by the model)."""
+    old = getattr(constants, name)
+    setattr(constants, name, dataclasses.replace(old, value=old.value * factor))
+    try:
+        yield
+    finally:
+        setattr(constants, name, old)
+
+
+def _topology(gpus: int, scale: dict[str, float]):
+    """Selene at bf16 with the NVLink / InfiniBand latencies scaled by ``scale``."""
+    topo = clusters.get("selene", nodes=-(-gpus // 8), dtype="bf16").with_devices(gpus)
+    factors = (scale.get("NVLINK_LATENCY_S", 1.0), scale.get("IB_LATENCY_S", 1.0))
+    levels = tuple(dataclasses.replace(
+        lv, latency_s=lv.latency_s * f,
+        latency_steps=tuple((n, a * f) for n, a in lv.latency_steps))
+        for lv, f in zip(topo.levels, factors))
+    return dataclasses.replace(topo, levels=levels)
+
+
+def megatron_ratio(r: dict, scale: dict[str, float] | None = None) -> float:
+    """Predicted / measured TFLOP/s per GPU of Megatron's configuration in row ``r``.
+
+    ``scale`` multiplies constants of :data:`SENSITIVE` (default: all at their cited value).
+    """
+    scale = scale or {}
+    heads, hidden, layers = int(r["heads"]), int(r["hidden"]), int(r["layers"])
+    gpus, batch = int(r["gpus"]), int(r["batch"])
+    graph = gpt(1, layers=layers, hidden=hidden, heads=heads, vocab=VOCAB, seq_len=SEQ)
+    topo = _topology(gpus, scale)
+    with (_scaled("OPTIMIZER_BYTES_PER_PARAM", scale.get("OPTIMIZER_BYTES_PER_PARAM", 1.0)),
+          _scaled("SCORE_BYTES_DROPOUT", scale.get("SCORE_BYTES_DROPOUT", 1.0))):
+        pricer = StepPricer(
+            topo, gemm_efficiency=min(1.0, constants.GEMM_EFFICIENCY_16BIT.value
+                                      * scale.get("GEMM_EFFICIENCY_16BIT", 1.0)),
+            memory_efficiency=min(1.0, constants.MEMORY_EFFICIENCY.value
+                                  * scale.get("MEMORY_EFFICIENCY", 1.0)),
+            kernel_seconds=constants.KERNEL_LAUNCH_S.value * scale.get("KERNEL_LAUNCH_S", 1.0))
+        meg = evaluate_configuration(graph, topo, global_batch=batch, tensor=int(r["tp"]),
+                                     pipeline=int(r["pp"]),
+                                     micro_batch_size=int(r["micro_batch"]),
+                                     chunks=int(r["interleaved_chunks"]), recompute="full",
+                                     zero=0, pricer=pricer)
+    flops = megatron_flops(batch, layers, hidden, VOCAB, SEQ)
+    return meg.tflops_per_gpu(flops) / float(r["measured_tflops_per_gpu"])
+
+
+def sensitivity(rows: list[dict], delta: float = 0.15) -> list[dict]:
+    """One row per setting: the cited values, then each constant at ``1 -+ delta``.
+
+    Each row: ``constant``, ``value``, ``min_ratio``, ``max_ratio`` (predicted / measured over
+    ``rows``), ``checked`` (whether the constant's figure was checked against its source).
+    Efficiencies are capped at 1.
+    """
+    out = []
+    settings = [("cited values", 1.0)] + [(n, f) for n in SENSITIVE
+                                          for f in (1 - delta, 1 + delta)]
+    for name, factor in settings:
+        scale = {} if name == "cited values" else {name: factor}
+        ratios = [megatron_ratio(r, scale) for r in rows]
+        c = getattr(constants, name, None)
+        v = None if c is None else c.value * factor
+        if v is not None and "EFFICIENCY" in name:
+            v = min(1.0, v)
+        value = "" if v is None else f"{v:.4g}"
+        out.append({"constant": name, "factor": round(factor, 2), "value": value,
+                    "min_ratio": round(min(ratios), 3), "max_ratio": round(max(ratios), 3),
+                    "checked": "" if c is None else c.checked})
+        log.info("%s x%.2f: %.3f-%.3f", name, factor, min(ratios), max(ratios))
+    return out
+
+
+def sensitivity_markdown(table: list[dict]) -> str:
+    head = ("| constant | factor | value | min predicted / measured | max | checked |\n"
+            "|---|---|---|---|---|---|\n")
+    return head + "".join(f"| {t['constant']} | {t['factor']} | {t['value']} | "
+                          f"{t['min_ratio']:.3f} | {t['max_ratio']:.3f} | {t['checked']} |\n"
+                          for t in table)
+
+
 def markdown(rows: list[dict]) -> str:
     head = ("| params | TP | PP | GPUs | batch | measured TFLOP/s | Megatron config, predicted "
             "| predicted / measured | our optimum, predicted | speedup | search s | status |\n"
@@ -116,10 +217,23 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", default=None, help="comma-separated row indices (default all)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds per search (default: until proven optimal)")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="price Megatron's configurations with each constant at -+15%%")
+    ap.add_argument("--sensitivity-csv", type=Path, default=None)
     args = ap.parse_args(argv)
     rows = read_table(args.table)
     if args.rows:
         rows = [rows[int(i)] for i in args.rows.split(",")]
+    if args.sensitivity:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        table = sensitivity(rows)
+        print(sensitivity_markdown(table))
+        if args.sensitivity_csv:
+            with open(args.sensitivity_csv, "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(table[0]))
+                w.writeheader()
+                w.writerows(table)
+        return 0
     out = []
     for r in rows:
         res = run_row(r, args.time_limit)

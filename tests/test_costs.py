@@ -68,7 +68,7 @@ def test_conv_tile_flops():
 
 
 def test_conv_roofline_by_hand():
-    # the default roofline: max(FLOPs / (7.8 TFLOP/s x tile quantization), bytes / (0.8 x 900
+    # the default roofline: max(FLOPs / (7.8 TFLOP/s x tile quantization), bytes / (0.88 x 900
     # GB/s)) + 4 us per kernel; forward 1 kernel, backward 2 (input and weight gradient),
     # update 1. Tile quantization: the product's output columns (32 filters) fill a quarter
     # of a 128-wide tile; its rows (samples x positions) fill whole tiles.
@@ -77,7 +77,7 @@ def test_conv_roofline_by_hand():
     g.conv("conv", "x", 32, 3, padding=1)
     conv = g.layer("conv")
     cm = CostModel(clusters.get("abci", nodes=1))
-    speed, bw, launch = 7.8e12, 0.8 * 900e9, 4e-6
+    speed, bw, launch = 7.8e12, 0.88 * 900e9, 4e-6
     w = 32 * 16 * 9 + 32                               # 4640 parameters
 
     def expect(flops, x, y, w_shard, q):
@@ -111,7 +111,7 @@ def test_memory_bound_ops_by_hand():
     g.elementwise("relu", "conv")
     g.pool("pool", "relu", 2)
     cm = CostModel(clusters.get("abci", nodes=1))
-    bw, launch = 0.8 * 900e9, 4e-6
+    bw, launch = 0.88 * 900e9, 4e-6
     y = 32 * 64 * 56 * 56
     relu = cm.compute_phases(g.layer("relu"), np.array([[1, 1, 1, 1]]))
     # forward reads x and writes y; backward reads dy and x, writes dx; no parameters

@@ -66,6 +66,7 @@ import numpy as np
 from ..errors import InvalidOptionError, UnknownNameError, UnknownOptionError
 from ..io import suggest
 from ..solvers.base import Option, check_choice, check_int
+from . import constants as _c
 from .topology import DTYPE_BYTES, Device, Level, Topology
 
 __all__ = ["get", "names", "describe", "load", "for_devices", "dtypes", "preset_options",
@@ -76,15 +77,16 @@ __all__ = ["get", "names", "describe", "load", "for_devices", "dtypes", "preset_
 #: docstring for why fp32).
 DEFAULT_DTYPE = "fp32"
 
-#: Fraction of the peak FLOP/s reached on real layers (see the module docstring).
-DEFAULT_EFFICIENCY = 0.5
+#: Fraction of the peak FLOP/s reached on real layers (source: ``constants.DEFAULT_EFFICIENCY``).
+DEFAULT_EFFICIENCY = _c.DEFAULT_EFFICIENCY.value
 
-#: Fixed time per GPU kernel (launch and scheduling gap), seconds (see the module docstring).
-GPU_KERNEL_LAUNCH_S = 4e-6
+#: Fixed time per GPU kernel, seconds (``constants.KERNEL_LAUNCH_S``: not checked against a
+#: source; see the module docstring).
+GPU_KERNEL_LAUNCH_S = _c.KERNEL_LAUNCH_S.value
 
-#: ParaDL's calibrated per-message latencies on ABCI (DESIGN.md section 6), seconds.
-NVLINK_LATENCY_S = 9e-6
-IB_LATENCY_S = 40.31e-6
+#: ParaDL's calibrated per-message latencies on ABCI (``constants``; DESIGN.md section 6), s.
+NVLINK_LATENCY_S = _c.NVLINK_LATENCY_S.value
+IB_LATENCY_S = _c.IB_LATENCY_S.value
 
 # Data-sheet peaks, FLOP/s per dtype (dense; see each preset's docstring for the source).
 _P100_SXM2 = (("fp64", 5.3e12), ("fp32", 10.6e12), ("fp16", 21.2e12))

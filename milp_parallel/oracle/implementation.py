@@ -54,6 +54,7 @@ import math
 
 import numpy as np
 
+from ..machine import constants as _c
 from ..machine.collectives import allgather_cost, allreduce_cost, reducescatter_cost
 from .model import Cluster, Net
 
@@ -62,9 +63,12 @@ __all__ = ["HOST_PATH_BANDWIDTH", "HOST_PATH_LATENCY_S", "layer_seconds", "split
 
 #: ParaDL's measured ABCI path of a GPU array sent without GPUDirect: the node's PCIe (PLX)
 #: switch, bytes/s (crossed twice: device to host, then host to device).
-HOST_PATH_BANDWIDTH = 16e9
+HOST_PATH_BANDWIDTH = _c.Sourced(16e9, "B/s", "ParaDL's ABCI PCIe (PLX) switch, "
+                                "parallel_analysis.py (Kahira et al., HPDC 2021)").value
 #: Its latency per message (ParaDL's measurement, 3 ms, plus the switch's 110 ns), seconds.
-HOST_PATH_LATENCY_S = 3e-3 + 110e-9
+HOST_PATH_LATENCY_S = _c.Sourced(3e-3 + 110e-9, "s", "ParaDL's measured host path "
+                                 "without GPUDirect (3 ms) plus the PLX switch's 110 ns, "
+                                 "parallel_analysis.py").value
 
 
 # ---------------------------------------------------------------------- compute

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import FormatError, InvalidTopologyError
+from ..machine import constants as _c
 from .paradl_files import NetTable, Platform, read_platform
 
 STRATEGIES = ("serial", "data", "spatial", "filter", "channel", "pipeline", "data+filter",
@@ -30,22 +31,27 @@ _ALIASES = {**PARADL_CODES, "single": "serial", "sequential": "serial", "df": "d
             "ds": "data+spatial", "filter+data": "data+filter", "spatial+data": "data+spatial",
             "gpipe": "pipeline"}
 
-BYTES_PER_ELEMENT = 4.0
+BYTES_PER_ELEMENT = _c.PARADL_BYTES_PER_ELEMENT.value
 
-# ParaDL's ABCI constants (parallel_analysis.py)
-_INTRA_BW = 50e9
-_INTRA_LAT = 9e-6
-_PLX_LAT = 110e-9
-_PLX_NO_GPUDIRECT_LAT = 3e-3
-_PLX_BW = 16e9
-_INTER_BW = 12.5e9
-_LEAF_LAT = 90e-9
-_FBB_LAT = 90e-9
-_SPINE_LAT = 400e-9
+# ParaDL's ABCI constants, as its code states them
+_PARADL = ("ParaDL's ABCI network model, parallel_analysis.py of "
+           "TruongThaoNguyen/paraDL-analysis (Kahira et al., HPDC 2021)")
+_INTRA_BW = _c.Sourced(50e9, "B/s", _PARADL + ": NVLink bandwidth").value
+_INTRA_LAT = _c.Sourced(9e-6, "s", _PARADL + ": NVLink latency").value
+_PLX_LAT = _c.Sourced(110e-9, "s", _PARADL + ": PCIe (PLX) switch latency").value
+_PLX_NO_GPUDIRECT_LAT = _c.Sourced(3e-3, "s", _PARADL + ": host path without GPUDirect").value
+_PLX_BW = _c.Sourced(16e9, "B/s", _PARADL + ": PCIe (PLX) switch bandwidth").value
+_INTER_BW = _c.Sourced(12.5e9, "B/s", _PARADL + ": InfiniBand EDR bandwidth").value
+_LEAF_LAT = _c.Sourced(90e-9, "s", _PARADL + ": leaf switch latency").value
+_FBB_LAT = _c.Sourced(90e-9, "s", _PARADL + ": FBB switch latency").value
+_SPINE_LAT = _c.Sourced(400e-9, "s", _PARADL + ": spine switch latency").value
 #: PLX cable latency of the published HPDC'21 ranking logs.
-PLX_CABLE_LATENCY_S = 20e-6
+PLX_CABLE_LATENCY_S = _c.Sourced(20e-6, "s", "calibration: reproduces ParaDL's published "
+                                 "ranking_* logs (DESIGN.md section 6)").value
 #: The older value behind the repository's ``*_scaling_proj`` logs.
-PLX_CABLE_LATENCY_OLD_S = 15e-6
+PLX_CABLE_LATENCY_OLD_S = _c.Sourced(15e-6, "s", "calibration: reproduces the communication "
+                                     "of ParaDL's *_scaling_proj logs (DESIGN.md "
+                                     "section 6)").value
 
 
 def abci_link(p: float, *, gpudirect: bool = True,

@@ -25,9 +25,12 @@ efficiency of 16-bit matrix products, until the presets state one with evidence.
    - constants: the device's HBM bandwidth and kernel launch time from the preset
      (``Device.memory_bandwidth_bytes_per_s``, ``kernel_launch_s``), else A100 80 GB 2,039
      GB/s HBM2e, A100 40 GB PCIe 1,555 GB/s, H100 SXM 3,350 GB/s HBM3, H200 4,800 GB/s, V100
-     900 GB/s, P100 732 GB/s (NVIDIA datasheets) and 5 us; ``gemm_efficiency`` 0.75 of the
-     16-bit peak for matrix products and ``memory_efficiency`` 0.8 (the roofline module's
-     default) of the HBM bandwidth: typical figures, not fitted to any measurement here.
+     900 GB/s, P100 732 GB/s (NVIDIA datasheets) and the presets' kernel launch time;
+     ``gemm_efficiency`` 0.869 of the 16-bit peak for matrix products (A100 SXM's measured
+     best-shape bf16 matmul, 271.2 of 312 TFLOP/s) and ``memory_efficiency`` 0.88 (the
+     roofline module's default) of the HBM bandwidth. Every figure is a
+     :class:`~milp_parallel.machine.constants.Sourced` whose ``source`` cites it; none is
+     fitted to the Megatron rows (``benchmarks/megatron.md`` shows each at +-15%).
      Not yet the roofline's ``Device.efficiency`` for matrix products: the presets' 0.5
      comes from ParaDL's fp32 V100 measurement and has no evidence for 16-bit tensor-core
      products (see the issue-16 report).
@@ -41,6 +44,7 @@ import numpy as np
 
 from ..errors import InvalidTopologyError
 from ..machine import collectives
+from ..machine import constants as _c
 from ..machine.roofline import RooflineParams, roofline_seconds
 from ..machine.topology import Topology
 
@@ -53,7 +57,7 @@ HBM_BYTES_PER_S = {
 }
 _GEMM_OPS = frozenset({"linear", "matmul", "conv", "attention"})
 #: HBM bytes per Adam update of one parameter in mixed precision.
-OPTIMIZER_BYTES_PER_PARAM = 28.0
+OPTIMIZER_BYTES_PER_PARAM = _c.OPTIMIZER_BYTES_PER_PARAM.value
 
 
 def _gemm_dtype(topology: Topology, dtype: str) -> str:
@@ -78,7 +82,8 @@ class StepPricer:
     gemm_efficiency, memory_efficiency : float
         Fractions of the device's peak FLOP/s and HBM bandwidth reached.
     kernel_seconds : float, optional
-        Fixed time per kernel launch (default: the device's ``kernel_launch_s``, else 5 us).
+        Fixed time per kernel launch (default: the device's ``kernel_launch_s``, else
+        ``constants.KERNEL_LAUNCH_S``).
     hbm_bytes_per_s : float, optional
         Default: the device's ``memory_bandwidth_bytes_per_s`` (the presets state it), else
         :data:`HBM_BYTES_PER_S` by the device's name.
@@ -96,7 +101,8 @@ class StepPricer:
         a device that states no peak for ``dtype``.
     """
 
-    def __init__(self, topology: Topology, *, gemm_efficiency: float = 0.75,
+    def __init__(self, topology: Topology, *,
+                 gemm_efficiency: float = _c.GEMM_EFFICIENCY_16BIT.value,
                  memory_efficiency: float = RooflineParams().memory_efficiency,
                  kernel_seconds: float | None = None,
                  hbm_bytes_per_s: float | None = None, dtype: str = "bf16") -> None:
@@ -110,7 +116,8 @@ class StepPricer:
         if hbm_bytes_per_s is None and getattr(dev, "memory_bandwidth_bytes_per_s", 0) > 0:
             hbm_bytes_per_s = float(dev.memory_bandwidth_bytes_per_s)   # the preset's figure
         if kernel_seconds is None:
-            kernel_seconds = float(getattr(dev, "kernel_launch_s", 0.0)) or 5e-6
+            kernel_seconds = (float(getattr(dev, "kernel_launch_s", 0.0))
+                              or _c.KERNEL_LAUNCH_S.value)
         if hbm_bytes_per_s is None:
             name = topology.device.name
             hit = [v for k, v in HBM_BYTES_PER_S.items() if name.startswith(k)]
@@ -152,7 +159,8 @@ class StepPricer:
             fwd = float(roofline_seconds(flops, bytes_moved, 1, **rf))
             bwd = float(roofline_seconds(2.0 * flops, 2.0 * bytes_moved, 2, **rf))
             if op == "attention" and score_elements > 0:
-                per = 13.0 if attention_dropout else 8.0
+                per = (_c.SCORE_BYTES_DROPOUT if attention_dropout
+                       else _c.SCORE_BYTES_NO_DROPOUT).value
                 fwd += per * score_elements / self.bytes_per_s + 2 * k
                 bwd += 2.0 * per * score_elements / self.bytes_per_s + 2 * k
             return fwd, bwd
@@ -163,7 +171,7 @@ class StepPricer:
 
     def optimizer_seconds(self, params: float) -> float:
         """Adam's update of ``params`` local parameters (memory-bound)."""
-        return OPTIMIZER_BYTES_PER_PARAM * float(params) / self.bytes_per_s
+        return _c.OPTIMIZER_BYTES_PER_PARAM.value * float(params) / self.bytes_per_s
 
     # ------------------------------------------------------------------ communication
     def collective_terms(self, name: str, devices, *, nbytes: float = 64 * 2**20
