@@ -22,6 +22,7 @@ _BACKENDS = {
     "cbc": "milp_parallel.solvers.milp.cbc:CBCSolver",
     "highs": "milp_parallel.solvers.milp.highs:HiGHSSolver",
     "cpsat": "milp_parallel.solvers.milp.cpsat:CPSATSolver",
+    "penalty": "milp_parallel.solvers.penalty:PenaltySolver",
 }
 
 #: The MILP backends (the registry names whose proof is a MILP solver's).
