@@ -151,7 +151,9 @@ class PenaltySolver(Solver):
         else:
             stats["contracted"] = {"groups": con.n_groups, "states": con.n_states,
                                    "edges": int(con.edges.shape[0])}
+        logger.debug("penalty: warm and contraction at %.1f s", deadline.elapsed())
         stats["_bound"] = self._bound(con, deadline)
+        logger.debug("penalty: bound at %.1f s", deadline.elapsed())
         inner = inner_solver(options["inner"])
         # the rounds go under the declared key of a memory loop's rounds (result.STATS_KEYS)
         loop = stats["row_generation"] = {"inner": inner.name, "rounds": 0, "fitted": 0}
@@ -178,13 +180,21 @@ class PenaltySolver(Solver):
                 for v in np.nonzero(weights.lam > 0)[0]:
                     g = con.group[v]
                     unary[g] += weights.unary(int(v))[con.maps[v]]
+            t0 = deadline.elapsed()
             sol = inner.solve(unary, con.edges, list(con.edge_costs), start_g, secs)
+            t1 = deadline.elapsed()
             rounds += 1
             start_g = sol
             a = con.expand(sol)
             if weights is not None:
-                fitted += weights.update(a)
+                fits_now = weights.update(a)
+                fitted += fits_now
+            else:
+                fits_now = True
             found = self._polish(ls, q, a, deadline, max(1.0, POLISH_SHARE * secs))
+            logger.debug("penalty round %d: inner %.1f s, polish %.1f s, fits %s, found %s",
+                         rounds, t1 - t0, deadline.elapsed() - t1, fits_now,
+                         None if found is None else f"{found.cost:.6g}")
             if found is not None and (best is None or found.key < best.key):
                 logger.info("penalty round %d: %.6g", rounds, found.cost)
                 if options["callback"] is not None:
