@@ -1138,3 +1138,75 @@ def _price_published(config: ReproduceConfig, pub: Mapping) -> dict | None:
     ev = built.problem.evaluate(np.asarray(assignment))
     b = bytes_moved(graph, _node_degrees(built, assignment))
     return {"step_seconds": float(ev.cost), "feasible": bool(ev.feasible), **b}
+
+
+# ---------------------------------------------------------------------- issue 26.5
+#: The presets of :func:`compare_clusters`: OptCNN's machine and two of today's.
+COMPARE_CLUSTERS = ("optcnn", "dgx_a100", "dgx_h100")
+
+
+def compare_clusters(config: ReproduceConfig,
+                     cluster_names: Sequence[str] = COMPARE_CLUSTERS) -> list[dict]:
+    """Section 1's table on several presets: does the layer-wise gain survive?
+
+    For every preset, model and device count of ``config`` (batch ``batch_per_gpu`` per GPU,
+    no cross-check: the exact search ``dp`` alone), one row: the layer-wise optimum's and
+    the best of data / model / OWT's throughput, their ratio (``gain``), the ratio to data
+    parallelism alone (``gain_vs_data``), each one's speedup
+    over the same preset's one GPU, and the share of the best other strategy's step spent
+    on gradient synchronization and transfers (``comm_share_best_other``).
+    """
+    rows = []
+    for name in cluster_names:
+        cfg = dataclasses.replace(config, cluster=name, cross_check=False)
+        got, plans = run_strategies(cfg)
+        one = {(r["model"], r["strategy"]): r["throughput"] for r in got
+               if r["devices"] == 1}
+        for (model, d), plan in plans.items():
+            here = {r["strategy"]: r for r in got if r["model"] == model
+                    and r["devices"] == d}
+            others = [s for s in ("data", "model", "owt") if here[s]["feasible"]]
+            best = max(others, key=lambda s: here[s]["throughput"]) if others else None
+            lw = here["layerwise"]["throughput"]
+            bo = here[best]["throughput"] if best else 0.0
+            bb = plan.baselines[best] if best else None
+            comm = ((bb.sync_seconds + bb.transfer_seconds) / bb.step_seconds
+                    if bb is not None and bb.step_seconds > 0 else None)
+            rows.append({"cluster": name, "model": model, "devices": d,
+                         "layerwise_per_s": round(lw, 1), "best_other": best,
+                         "best_other_per_s": round(bo, 1),
+                         "gain": round(lw / bo, 3) if bo else None,
+                         "data_per_s": round(here["data"]["throughput"], 1),
+                         "gain_vs_data": round(lw / here["data"]["throughput"], 3)
+                         if here["data"]["throughput"] else None,
+                         "speedup_layerwise": round(lw / one[(model, "layerwise")], 2),
+                         "speedup_best_other": round(
+                             bo / max(one[(model, s)] for s in ("data", "model", "owt")), 2),
+                         "comm_share_best_other": None if comm is None else round(comm, 3)})
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.reproduction --clusters [--csv OUT]``: :func:`compare_clusters`."""
+    import argparse
+    ap = argparse.ArgumentParser(description="section 1 on OptCNN's and today's presets")
+    ap.add_argument("--clusters", default=",".join(COMPARE_CLUSTERS))
+    ap.add_argument("--devices", default="1,4,16")
+    ap.add_argument("--csv", type=Path, default=None)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg = dataclasses.replace(ReproduceConfig(), strategy_devices=tuple(
+        int(x) for x in args.devices.split(",")))
+    rows = compare_clusters(cfg, tuple(args.clusters.split(",")))
+    for r in rows:
+        logger.info("%s", r)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

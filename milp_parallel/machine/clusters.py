@@ -200,15 +200,25 @@ def optcnn(nodes: int = 4, gpus_per_node: int = 4, *, dtype: str | None = None,
            **options: Any) -> Topology:
     """OptCNN's cluster: nodes of 4 Tesla P100 (16 GB), NVLink inside, 100 Gb/s EDR IB between.
 
-    Sources: Jia et al., *Exploring Hidden Dimensions in Parallelizing CNNs*, ICML 2018,
-    section 6 ("four NVIDIA Tesla P100 GPUs" per node, "connected by NVLink", nodes "over
-    100Gb/s EDR Infiniband"; up to 4 nodes; one network card per node is our reading, the
-    paper does not give a count). NVIDIA Tesla P100 data sheet (SXM2, the NVLink part):
-    5.3 / 10.6 / 21.2 TFLOP/s fp64 / fp32 / fp16, 16 GB CoWoS HBM2 at 732 GB/s. NVLink 1.0:
-    20 GB/s per direction per link; in a DGX-1-style quad every GPU pair has one link, so
-    20 GB/s per direction between two GPUs (40 GB/s bidirectional; we use the per-direction
-    figure). EDR InfiniBand: 100 Gb/s = 12.5 GB/s. P100 has no bf16: its 16-bit peak is
-    ``dtype="fp16"``.
+    Sources (issue 26.5; each marked checked or not against the paper's text):
+
+    - Jia et al., *Exploring Hidden Dimensions in Parallelizing CNNs*, ICML 2018, section 6.
+      **Checked** against the paper's text (as quoted by the ri.k117.org reproducibility
+      summary of the ICML paper): "a GPU cluster with 4 compute nodes, each of which is
+      equipped with two Intel 10-core E5-2600 CPUs, 256G main memory, and four NVIDIA Tesla
+      P100 GPUs"; "synchronous training and a per-GPU batch size of 32"; data parallelism
+      was run "in TensorFlow r1.7, PyTorch v0.3, and our implementation" (Legion). So:
+      ``nodes=4``, ``gpus_per_node=4``, synchronous gradient exchange every step.
+    - **Not checked** against the paper's text here (the text we could reach does not show
+      it; carried from issue 8's transcription): GPUs of a node "connected by NVLink", nodes
+      "over 100Gb/s EDR Infiniband", one network card per node (our reading; the paper gives
+      no count), and which P100 variant (SXM2 is implied by NVLink; a PCIe P100 would be
+      9.3 TFLOP/s fp32 on PCIe 3.0 at about 12 GB/s).
+    - NVIDIA Tesla P100 data sheet (SXM2): 5.3 / 10.6 / 21.2 TFLOP/s fp64 / fp32 / fp16,
+      16 GB CoWoS HBM2 at 732 GB/s. NVLink 1.0: 20 GB/s per direction per link; in a
+      DGX-1-style quad every GPU pair has one link, so 20 GB/s per direction between two GPUs.
+      EDR InfiniBand: 100 Gb/s = 12.5 GB/s. P100 has no bf16: its 16-bit peak is
+      ``dtype="fp16"``. Latencies and efficiency: :mod:`milp_parallel.machine.constants`.
     """
     o = _settle("optcnn", {"nodes": nodes, "gpus_per_node": gpus_per_node, "dtype": dtype,
                        **options})
