@@ -110,3 +110,34 @@ def test_weights_only_on_nodes_that_can_overflow_and_brackets_narrow():
     lam = w.lam.copy()
     assert w.update(least)                                   # least memory always fits
     assert np.all(w.lam[w.risky] < lam[w.risky]) and np.all(w.hi[w.risky] == lam[w.risky])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_portfolio_is_never_worse_than_either_side(seed):
+    from milp_parallel.solvers.auto import choose_exact
+    p = _problem(300 + seed)
+    ref = _brute(p)
+    exact = choose_exact(p)
+    alone = solve_problem(p, exact, time_limit=30)
+    pen = solve_problem(p, "penalty", time_limit=30)
+    both = solve_problem(p, "portfolio", threads=2, time_limit=30)
+    assert both.solver == "portfolio"
+    if ref.status == "infeasible":
+        assert both.status == "infeasible" and both.assignment is None
+        return
+    assert p.evaluate(both.assignment).feasible
+    for side in (alone, pen):
+        if side.assignment is not None:
+            assert both.key <= side.key
+    assert both.key >= ref.key and both.bound <= ref.objective * (1 + 1e-9) + 1e-9
+    if both.status == "optimal":
+        assert alone.status == "optimal" and both.key == alone.key
+
+
+def test_the_portfolio_with_one_thread_is_the_exact_backend():
+    from milp_parallel.solvers.auto import choose_exact
+    p = _problem(11)
+    one = solve_problem(p, "portfolio", threads=1, time_limit=30)
+    alone = solve_problem(p, choose_exact(p), threads=1, time_limit=30)
+    assert one.status == alone.status and one.key == alone.key
+    assert one.stats.get("row_generation", {}).get("inner") is None   # no penalty side ran

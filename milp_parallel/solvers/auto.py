@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from ..problem import Problem
 
-__all__ = ["choose", "Rule", "RULES", "PREFERENCE", "problem_kind", "EVIDENCE"]
+__all__ = ["choose", "choose_exact", "Rule", "RULES", "PREFERENCE", "problem_kind",
+           "EVIDENCE", "PORTFOLIO_EVIDENCE", "PORTFOLIO_BETTER"]
 
 #: The committed measurement the rules cite (relative to the repository root).
 EVIDENCE = "benchmarks/results/solver_scaling.csv"
@@ -65,6 +66,16 @@ RULES: tuple[Rule, ...] = (
          "prove instance G faster than CP-SAT"),
 )
 
+#: The committed measurement the portfolio cites (``python -m benchmarks.iopddl``).
+PORTFOLIO_EVIDENCE = "benchmarks/results/iopddl.csv"
+#: Rows of :data:`PORTFOLIO_EVIDENCE` (instance, solver, than): at the contest limit
+#: ``solver``'s answer cost less than ``than``'s (auto's exact MILP path), so that on interval
+#: budgets where ``auto`` would run a MILP backend, ``"portfolio"`` runs both side by side
+#: (with ``threads >= 2``; the exact backend alone with one thread).
+PORTFOLIO_BETTER: tuple[tuple[str, str, str], ...] = (
+    ("M", "penalty", "cbc"), ("K", "penalty", "cpsat"), ("S", "penalty", "cbc"),
+)
+
 #: MILP backends in order of preference when the exact search cannot be used.
 PREFERENCE = ("highs", "cbc", "cpsat")
 
@@ -77,7 +88,26 @@ def problem_kind(problem: Problem) -> str:
 
 
 def choose(problem: Problem) -> str:
-    """The solver name ``"auto"`` stands for on this problem.
+    """The solver name ``"auto"`` stands for on this problem: :func:`choose_exact`'s, or
+    ``"portfolio"`` for an interval budget where that is a MILP backend
+    (:data:`PORTFOLIO_BETTER`; the portfolio runs that backend alone with ``threads=1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = Problem([np.array([1.0, 2.0])], [], [])
+    >>> choose(p)
+    'dp'
+    """
+    name = choose_exact(problem)
+    if problem_kind(problem) == "interval_budget" and name in PREFERENCE:
+        return "portfolio"
+    return name
+
+
+def choose_exact(problem: Problem) -> str:
+    """The backend of :data:`RULES` for this problem (what ``auto`` ran before the
+    portfolio).
 
     Parameters
     ----------
@@ -92,7 +122,7 @@ def choose(problem: Problem) -> str:
     --------
     >>> import numpy as np
     >>> p = Problem([np.array([1.0, 2.0])], [], [])
-    >>> choose(p)
+    >>> choose_exact(p)
     'dp'
     """
     from .registry import get_solver

@@ -23,6 +23,7 @@ _BACKENDS = {
     "highs": "milp_parallel.solvers.milp.highs:HiGHSSolver",
     "cpsat": "milp_parallel.solvers.milp.cpsat:CPSATSolver",
     "penalty": "milp_parallel.solvers.penalty:PenaltySolver",
+    "portfolio": "milp_parallel.solvers.penalty.portfolio:PortfolioSolver",
 }
 
 #: The MILP backends (the registry names whose proof is a MILP solver's).
