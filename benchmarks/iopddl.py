@@ -8,7 +8,7 @@ contest's time limit for that instance times ``--scale``. Each run is its own pr
 did: the child loads the instance (``Problem.from_iopddl``), and the solver gets what is left
 of the limit (the limit less the load) as its ``time_limit``. Rows are appended to the CSV as
 they finish, so an interrupted run keeps what it did; ``--resume`` skips the (instance,
-solver, time limit) rows already in the CSV (a CSV written before the ``load_s`` column is
+solver, time limit, threads) rows already in the CSV (a CSV written before the ``load_s`` column is
 rewritten with the new header, its old rows' new columns empty: in those rows ``wall_s`` is
 the solve alone, the load not counted).
 
@@ -127,12 +127,14 @@ def _ratio(cost: float, ref: float) -> float:
     return cost / ref if math.isfinite(cost) and math.isfinite(ref) and ref > 0 else math.nan
 
 
-def done_keys(csv_path: Path) -> set[tuple[str, str, str]]:
-    """(instance, solver, time limit) of the rows already in ``csv_path``."""
+def done_keys(csv_path: Path) -> set[tuple[str, str, str, str]]:
+    """(instance, solver, time limit, threads) of the rows already in ``csv_path`` (``auto``
+    with ``--threads 2`` runs the portfolio: another row than ``auto`` with one thread)."""
     if not csv_path.exists():
         return set()
     with open(csv_path, newline="") as f:
-        return {(r["instance"], r["solver"], f"{float(r['time_limit_s']):g}")
+        return {(r["instance"], r["solver"], f"{float(r['time_limit_s']):g}",
+                 str(r.get("threads") or 1))
                 for r in csv.DictReader(f) if r.get("time_limit_s")}
 
 
@@ -165,7 +167,7 @@ def run(instances: list[str], solvers: list[str], scale: float, threads: int,
             limit = round(CONTEST_LIMITS[inst] * scale, 3)
             best, winner = contest.get(inst, (math.nan, math.nan))
             for solver in solvers:
-                if (inst, solver, f"{limit:g}") in skip:
+                if (inst, solver, f"{limit:g}", str(threads)) in skip:
                     print(f"{inst:<4} {solver:<6} {limit:>6g}  (in the CSV; skipped)")
                     continue
                 res = run_isolated("benchmarks.iopddl:solve_one", str(path), solver, limit, threads,
@@ -226,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="threads per solver (default 1; this machine's cores are printed)")
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--resume", action="store_true",
-                    help="append to the CSV, skipping (instance, solver, limit) rows in it")
+                    help="append to the CSV, skipping (instance, solver, limit, threads) rows "
+                         "in it (without it the CSV is rewritten)")
     ap.add_argument("--folder", type=Path, default=IOPDDL_DIR)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
