@@ -6,7 +6,8 @@ processes (``fork``) solve the same problem with the same deadline: the exact ba
 :func:`~milp_parallel.solvers.auto.choose_exact` picks, and ``"penalty"``. Each returns
 plain arrays through a pipe; the better answer (fewest forbidden entries, then cost) is
 returned, ``optimal`` only when the exact side proved it, with the better bound of the two.
-A side that does not answer by the deadline (plus :data:`GRACE`) is terminated.
+A side that does not answer by the deadline (plus :data:`GRACE`) is terminated, and so is
+the penalty side as soon as the exact side proves optimality or infeasibility.
 
 ``threads=1`` (or a machine of one core, ``threads`` unset) runs the exact backend alone,
 in this process: what ``auto`` did before.
@@ -21,6 +22,7 @@ import dataclasses
 import logging
 import math
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
 from typing import Any
 
@@ -99,16 +101,24 @@ class PortfolioSolver(Solver):
             send.close()
             procs[name] = (p, recv)
         got: dict[str, dict] = {}
-        for name, (p, recv) in procs.items():
-            wait = None if deadline.left() is None else deadline.left() + GRACE
-            try:
-                if recv.poll(wait):
+        waiting = {recv: name for name, (_, recv) in procs.items()}
+        while waiting:
+            left = deadline.left()
+            ready = mp_connection.wait(list(waiting), None if left is None else left + GRACE)
+            if not ready:
+                break
+            for recv in ready:
+                name = waiting.pop(recv)
+                try:
                     got[name] = recv.recv()
-            except EOFError:
-                pass
-            p.join(timeout=0.5)
+                except EOFError:
+                    continue
+            if got.get(exact, {}).get("status") in (OPTIMAL, INFEASIBLE):
+                break                           # proved: the penalty side cannot do better
+        for name, (p, _) in procs.items():
+            p.join(timeout=0.1 if name in got else 0.5)
             if p.is_alive():
-                logger.info("portfolio: %s did not answer in time; terminated", name)
+                logger.info("portfolio: stopping %s", name)
                 p.terminate()
                 p.join()
         return self._combine(problem, exact, got, deadline)
