@@ -172,7 +172,7 @@ def solve(model, cluster, *, batch_size: int | None = None,
           profile=None, fixed: Mapping[str, Any] | None = None,
           forbid: Mapping[str, Any] | None = None, simulate: bool = True,
           rerank: int | None = None, progress: bool | None = None,
-          **solver_options: Any) -> Plan:
+          certify: int | None = 0, **solver_options: Any) -> Plan:
     """Find the fastest layer-wise parallelization of a model on a cluster.
 
     Parameters
@@ -236,6 +236,15 @@ def solve(model, cluster, *, batch_size: int | None = None,
         the fastest simulated one (``plan.rerank`` lists them). Costs about ``rerank`` x
         nodes exact solves. ``status``, ``objective`` and ``bound`` stay the solver's (of the
         predicted optimum); ``step_seconds`` is the chosen plan's prediction.
+    certify : int or None, default 0
+        With ``simulate`` (and no ``rerank``): return the fastest *simulated* of the solver's
+        optimum, the baselines and the ``certify`` best assignments by a separable lower
+        bound on the simulated step (:mod:`.certify`), stopping early when the bound proves
+        the best one simulator-optimal; ``plan.simulator_certificate`` says proved or the
+        remaining gap. ``0`` (default) simulates the solver's optimum and the baselines only
+        (the plan is never slower under the simulator than a baseline it lists); ``None``
+        keeps the solver's optimum whatever the simulator says (no certificate).
+        ``status``, ``objective`` and ``bound`` stay the solver's.
     **solver_options
         Passed to the solver (``threads``, ``gap``, ``verbose``, ...).
 
@@ -340,6 +349,15 @@ def solve(model, cluster, *, batch_size: int | None = None,
     if reranked:
         a = np.asarray(next(c["assignment"] for c in reranked if c["chosen"]), dtype=np.int64)
         reranked = tuple({k: v for k, v in c.items() if k != "assignment"} for c in reranked)
+    certificate = None
+    if simulate and not reranked and certify is not None:
+        from .certify import certify as run_certify
+        n_cert = check_whole("certify", certify, 0, MAX_RERANK,
+                             "each plan enumerated is one more exact solve")
+        best, certificate = run_certify(b, target, sims, {"solver": a, **base_asg},
+                                        max_enumerated=int(n_cert), time_limit=left)
+        if best is not None:
+            a = np.asarray(best, dtype=np.int64)
     ev = problem.evaluate(a)
     parts = acc.breakdown(a)
     layers = []
@@ -394,7 +412,7 @@ def solve(model, cluster, *, batch_size: int | None = None,
         constraints=constraints, simulated_step_seconds=sims(a), rerank=tuple(reranked),
         budget_effect=_budget_effect(target, ev, budget, step),
         dtype=_priced_dtype(b.cost_model, topo), batch_origin=built.batch_origin,
-        profile_coverage=_coverage(b.cost_model),
+        profile_coverage=_coverage(b.cost_model), simulator_certificate=certificate,
         inputs=dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
                                    forbid=dict(constraints.get("forbid", {}))))
     return plan

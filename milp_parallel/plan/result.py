@@ -228,6 +228,7 @@ class Plan:
     dtype: str = "fp32"
     batch_origin: str = ""
     profile_coverage: Mapping[str, Any] = field(default_factory=dict)
+    simulator_certificate: Any = None
     inputs: Any = field(default=None, compare=False, repr=False)
 
     # -------------------------------------------------------------- queries
@@ -345,6 +346,8 @@ class Plan:
                      for k, b in v.items()}
             elif f.name == "cross_check":
                 v = _enc(v.to_dict())
+            elif f.name == "simulator_certificate":
+                v = None if v is None else _enc(v.to_dict())
             else:
                 v = _enc(v)
             out[f.name] = v
@@ -378,6 +381,10 @@ class Plan:
             kw["memory_bytes"] = tuple(kw["memory_bytes"])
             kw["assignment"] = tuple(kw.get("assignment", ()))
             kw["rerank"] = tuple(kw.get("rerank", ()))
+            if kw.get("simulator_certificate") is not None:
+                from .certify import SimulatorCertificate
+                kw["simulator_certificate"] = SimulatorCertificate.from_dict(
+                    kw["simulator_certificate"])
             return cls(**kw)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise FormatError(f"{source}: malformed plan document ({type(exc).__name__}: "
@@ -451,6 +458,32 @@ def _gib(b: float) -> str:
     return "inf" if not math.isfinite(b) else f"{b / 2**30:.3f}"
 
 
+def _simulated_lines(plan: Plan) -> list[str]:
+    """Predicted and simulated step, and the speedup over the best baseline by simulation
+    (never one the simulator contradicts)."""
+    if plan.simulated_step_seconds is None:
+        return [f"predicted step {_ms(plan.step_seconds)} ms (not simulated)"]
+    sim = plan.simulated_step_seconds
+    line = f"predicted step {_ms(plan.step_seconds)} ms, simulated {_ms(sim)} ms"
+    base = [b for b in plan.baselines.values()
+            if b.feasible and b.simulated_step_seconds is not None]
+    if base:
+        b = min(base, key=lambda x: x.simulated_step_seconds)
+        x = b.simulated_step_seconds / sim if sim > 0 else math.inf
+        line += (f"; simulated speedup {x:.2f}x over the best baseline ({b.name}, "
+                 f"simulated {_ms(b.simulated_step_seconds)} ms)" if x > 1 else
+                 f"; no speedup over the best baseline by simulation ({b.name}, simulated "
+                 f"{_ms(b.simulated_step_seconds)} ms)")
+    cert = plan.simulator_certificate
+    if cert is not None:
+        line += (f"; simulator-optimal: proved ({cert.enumerated} plans enumerated)"
+                 if cert.proved else
+                 f"; simulator-optimal not proved: every plan simulates >= "
+                 f"{_ms(cert.bound_seconds)} ms (gap {cert.gap:.3g}, {cert.enumerated} "
+                 "enumerated)")
+    return [line]
+
+
 def format_plan(plan: Plan) -> str:
     """The plan as a readable text table (what ``str(plan)`` returns)."""
     lines = []
@@ -468,6 +501,7 @@ def format_plan(plan: Plan) -> str:
             f"{_ms(better.step_seconds)} ms, simulated {_ms(better.simulated_step_seconds)} "
             "ms (the plan is optimal for the solver's prediction only; solve(..., rerank=k) "
             "chooses by simulated time)")
+    lines.extend(_simulated_lines(plan))
     lines.append(f"solver {plan.solver}: {status}, objective {_ms(plan.objective)} ms, "
                  f"{plan.solve_seconds:.3f} s")
     lines.append(f"step {_ms(plan.step_seconds)} ms = compute {_ms(plan.compute_seconds)} + "
