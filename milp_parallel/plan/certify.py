@@ -239,7 +239,8 @@ def lower_bound_problem(built, target: Problem | None = None, lam: float = 1.0,
 def certify(built, target: Problem, simulate: Callable[[tuple], float],
             candidates: Mapping[str, Iterable[int]], *,
             max_enumerated: int = DEFAULT_MAX_ENUMERATED,
-            time_limit: float | None = None, transfers: bool | None = None) -> tuple[tuple[int, ...], SimulatorCertificate]:
+            time_limit: float | None = None, transfers: bool | None = None
+            ) -> tuple[tuple[int, ...], SimulatorCertificate]:
     """The simulator-fastest assignment of ``target`` and its certificate.
 
     Parameters
