@@ -222,13 +222,14 @@ def _enumerate(prob: _ComboProblem, budget: float) -> float:
                         t_s = v * (k * cr[0] + (k - 1) * B.wrap[j]) + B.c_tau[j] \
                             + prob.send[s][outs[j]] + prob.recv[s][ins[j]]
                         y_s = v * k * cr[1] + B.c_psi[j]
-                        mem = v * k * cr[2] + prob.f[s] * k * cr[3] + cr[4]
+                        mem = v * k * cr[2] + prob.f[s] * k * cr[3] + cr[4] \
+                            + prob.boundary[s][j]
                         if s == 0:
                             t_s, y_s = t_s + pre.crit[q][0], y_s + pre.crit[q][1]
-                            mem += pre.crit[q][2] + prob.f[0] * pre.crit[q][3]
+                            mem += pre.crit[q][2] + prob.f_pre * pre.crit[q][3]
                         if s == p - 1:
                             t_s, y_s = t_s + post.crit[r][0], y_s + post.crit[r][1]
-                            mem += post.crit[r][2] + prob.f[-1] * post.crit[r][3]
+                            mem += post.crit[r][2] + prob.f_post * post.crit[r][3]
                         ok &= mem <= budget
                         ts.append(t_s)
                         ys.append(y_s)

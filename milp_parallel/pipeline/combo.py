@@ -17,7 +17,8 @@ from ..errors import SolverError
 from ..solvers.result import INFEASIBLE, OPTIMAL
 from .milp import _SparseMilp
 from .space import in_flight_micro_batches
-from .stages import _StageTables
+from .stages import _RECOMPUTE_INDEX, _StageTables
+from .training_memory import pipeline_boundary_bytes
 
 #: Relative slack of the memory rows and of the bound tests (rounding of sums).
 _REL_TOL = 1e-9
@@ -80,6 +81,51 @@ class _ComboProblem:
                 rcv += (v - 1) * tables.recv_table(((p - 1) * Ds, 0))
             self.send.append(snd)
             self.recv.append(rcv)
+        # the pre / post layers (embedding; final norm, head, loss) keep their activations
+        # only for the in-flight micro-batches of the model's first / last chunk
+        self.f_pre = self._end_chunk_counts(0)[0] if p > 1 else self.f[0]
+        self.f_post = self._end_chunk_counts(p - 1)[1] if p > 1 else self.f[-1]
+        self.boundary = [self._boundary_table(s) for s in range(p)]
+
+    def _end_chunk_counts(self, s: int) -> tuple[int, int]:
+        """Of the ``f_s`` chunk micro-batches stage ``s`` holds at its peak, how many run the
+        model's first chunk and how many its last one.
+
+        The interleaved 1F1B schedule (Narayanan et al., SC'21, section 2.2; torch's
+        ``ScheduleInterleaved1F1B``) runs a stage's forwards in groups of ``min(p, m)``
+        micro-batches, cycling through its ``v`` chunks; the peak is at the end of the
+        warm-up, after the first ``f_s`` of them. Without interleaving every micro-batch runs
+        the stage's one chunk."""
+        c = self.c
+        p, v, f = c.p, c.v, self.f[s]
+        group = max(1, min(p, c.m))
+        chunk = (np.arange(f) // group) % v
+        first = int(np.sum(chunk == 0)) if s == 0 else 0
+        last = int(np.sum(chunk == v - 1)) if s == p - 1 else 0
+        return first, last
+
+    def _boundary_table(self, s: int) -> np.ndarray:
+        """``(P,)`` bytes stage ``s`` holds in its chunks' received inputs and sent outputs
+        at its peak, by block point (:func:`~.training_memory.pipeline_boundary_bytes` per
+        in-flight chunk micro-batch: the inputs of those not of the model's first chunk, the
+        outputs of those not of its last one). Nothing without a pipeline."""
+        T, c = self.T, self.c
+        B = T.block
+        if c.p == 1:
+            return np.zeros(len(B))
+        first, last = self._end_chunk_counts(s)
+        st = T.struct
+        outs, ins = T.block_out_class(B), T.block_in_class(B)
+        out = np.zeros(len(B))
+        for j in range(len(B)):
+            out_layout = T.block_kinds[st.exit][int(outs[j])].out
+            cls = T.in_classes[int(ins[j])]
+            in_layouts = [T.block_kinds[e][cls[n]].ins[i] for n, (e, i) in enumerate(st.entry)]
+            in_b, out_b = pipeline_boundary_bytes(
+                T.stream_bytes, c.t, out_layout, in_layouts,
+                int(B.mode[j]) == _RECOMPUTE_INDEX["full"])
+            out[j] = (self.f[s] - first) * in_b + (self.f[s] - last) * out_b
+        return out
 
     # ------------------------------------------------------------------ exact evaluation
     def stage_values(self, ch: _Choice) -> list[tuple[float, float, float]]:
@@ -94,15 +140,15 @@ class _ComboProblem:
             ts = v * (k * c[0] + (k - 1) * B.wrap[j]) + B.c_tau[j]
             ts += self.send[s][outs[j]] + self.recv[s][ins[j]]
             ys = v * k * c[1] + B.c_psi[j]
-            mem = v * k * c[2] + self.f[s] * k * c[3] + c[4]
+            mem = v * k * c[2] + self.f[s] * k * c[3] + c[4] + self.boundary[s][j]
             if s == 0:
                 q = pre.crit[ch.pre]
                 ts, ys = ts + q[0], ys + q[1]
-                mem += q[2] + self.f[0] * q[3] + q[4]
+                mem += q[2] + self.f_pre * q[3] + q[4]
             if s == p - 1:
                 r = post.crit[ch.post]
                 ts, ys = ts + r[0], ys + r[1]
-                mem += r[2] + self.f[-1] * r[3] + r[4]
+                mem += r[2] + self.f_post * r[3] + r[4]
             out.append((float(ts), float(ys), float(mem)))
         return out
 
@@ -167,8 +213,8 @@ class _ComboProblem:
         c_t = B.c_tau[j] - v * B.wrap[j] + self.send[s][outs[j]] + self.recv[s][ins[j]]
         a_y, c_y = v * cr[:, 1], B.c_psi[j].copy()
         a_m = v * cr[:, 2] + self.f[s] * cr[:, 3]
-        c_m = cr[:, 4].copy()
-        for pts, idx, f in ((pre, q, self.f[0]), (post, r, self.f[-1])):
+        c_m = cr[:, 4] + self.boundary[s][j]
+        for pts, idx, f in ((pre, q, self.f_pre), (post, r, self.f_post)):
             has = idx >= 0
             if has.any():
                 u = pts.crit[idx[has]]
@@ -210,8 +256,8 @@ class _ComboProblem:
             j, q, r = self._pairs(s)
             cr = B.crit[j]
             a_m = v * cr[:, 2] + self.f[s] * cr[:, 3]
-            c_m = cr[:, 4].copy()
-            for pts, idx, f in ((T.pre, q, self.f[0]), (T.post, r, self.f[-1])):
+            c_m = cr[:, 4] + self.boundary[s][j]
+            for pts, idx, f in ((T.pre, q, self.f_pre), (T.post, r, self.f_post)):
                 has = idx >= 0
                 if has.any():
                     u = pts.crit[idx[has]]
@@ -327,9 +373,9 @@ class _ComboProblem:
         np.minimum.at(wmin_cls, ins, B.wrap)
         w_in = wmin_cls[ins]
         pre_t, pre_y = T.pre.crit[:, 0].min(), T.pre.crit[:, 1].min()
-        pre_m = (T.pre.crit[:, 2] + self.f[0] * T.pre.crit[:, 3]).min()
+        pre_m = (T.pre.crit[:, 2] + self.f_pre * T.pre.crit[:, 3]).min()
         post_t, post_y = T.post.crit[:, 0].min(), T.post.crit[:, 1].min()
-        post_m = (T.post.crit[:, 2] + self.f[-1] * T.post.crit[:, 3]).min()
+        post_m = (T.post.crit[:, 2] + self.f_post * T.post.crit[:, 3]).min()
         scale = max(float(B.crit[:, 0].max()) * self.L, 1e-30)
         M = _SparseMilp()
         top, ymax = M.var(), M.var()
@@ -343,7 +389,7 @@ class _ComboProblem:
                 - v * float(w_in.max()) + (pre_t if s == 0 else 0) \
                 + (post_t if s == p - 1 else 0)
             const_y = B.c_psi.min() + (pre_y if s == 0 else 0) + (post_y if s == p - 1 else 0)
-            const_m = B.crit[:, 4].min() + (pre_m if s == 0 else 0) \
+            const_m = (B.crit[:, 4] + self.boundary[s]).min() + (pre_m if s == 0 else 0) \
                 + (post_m if s == p - 1 else 0)
             M.row(np.r_[lam, ts], np.r_[v * (B.crit[:, 0] + w_in) / scale, -1.0],
                   hi=-max(const_t, 0.0) / scale)

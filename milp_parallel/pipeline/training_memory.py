@@ -31,6 +31,10 @@ The backward pass of the attention core also holds the gradient of its ``S x S``
 probabilities for a moment (:func:`backward_working_bytes`): once per stage, beside what the
 stage keeps.
 
+Pipeline boundary tensors (:func:`pipeline_boundary_bytes`): ``torch.distributed.pipelining``
+keeps each in-flight micro-batch's chunk input and output until its backward pass; priced per
+in-flight micro-batch of each chunk, beside what the layers keep.
+
 Recomputation (:data:`RECOMPUTE_MODES`), per transformer layer: ``none`` keeps everything;
 ``selective`` drops the attention core's ``S x S`` tensors and recomputes that core in the
 backward pass; ``full`` keeps only the layer's input (split over the tensor-parallel group,
@@ -52,7 +56,7 @@ from dataclasses import dataclass
 from ..errors import InvalidOptionError
 
 __all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
-           "backward_working_bytes", "check_zero", "check_recompute"]
+           "backward_working_bytes", "pipeline_boundary_bytes", "check_zero", "check_recompute"]
 
 #: Per-layer recomputation choices (see the module docstring).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -89,20 +93,34 @@ def check_recompute(modes) -> tuple[str, ...]:
 class MixedPrecision:
     """Bytes per element of mixed-precision training with Adam.
 
+    Sources of the defaults: Rajbhandari et al., *ZeRO: Memory Optimizations Toward Training
+    Trillion Parameter Models*, SC'20, section 3.1 ("mixed-precision training of a model
+    with Psi parameters ... 2 Psi + 2 Psi bytes for the fp16 parameters and gradients ...
+    Adam ... fp32 copy of the parameters, momentum and variance ... 4 Psi + 4 Psi + 4 Psi",
+    K = 12, 16 bytes in all) for the four model-state sizes; Korthikanti et al., *Reducing
+    Activation Recomputation in Large Transformer Models*, MLSys 2023, section 4.1 ("we
+    assume activations are stored in 16-bit floating point ... dropout masks need only one
+    byte per element") for the activation and mask sizes; Megatron-LM's cross-entropy
+    (``vocab_parallel_cross_entropy`` upcasts the logits, ``--fp16-lm-cross-entropy`` off by
+    default) for the fp32 logits.
+
     Parameters
     ----------
     param_bytes, grad_bytes : int, default 2
-        16-bit weights and gradients.
+        16-bit weights and gradients (ZeRO section 3.1: ``2 Psi + 2 Psi``).
     master_bytes : int, default 4
-        fp32 master weights.
+        fp32 master weights (ZeRO section 3.1: ``4 Psi`` of the ``K = 12``).
     optimizer_bytes : int, default 8
-        Adam's two fp32 moments.
+        Adam's two fp32 moments, momentum and variance (ZeRO section 3.1: ``4 Psi + 4 Psi``
+        of the ``K = 12``).
     activation_bytes : int, default 2
-        Activations kept for the backward pass.
+        Activations kept for the backward pass (16-bit: Korthikanti et al. section 4.1).
     mask_bytes : int, default 1
-        Dropout masks.
+        Dropout masks (one byte per element: Korthikanti et al. section 4.1, the ``s b h``
+        and ``a s^2 b`` mask terms of equation (1)).
     loss_bytes : int, default 4
-        The cross-entropy's logits (kept in fp32).
+        The cross-entropy's logits (kept in fp32: Megatron-LM's vocabulary-parallel
+        cross-entropy upcasts them; Korthikanti et al. leave the loss out of equation (1)).
     attention_mask_bytes : int, optional
         The attention core's dropout mask per score element (default: ``mask_bytes``, the
         byte mask of Megatron-LM's fused softmax-dropout). PyTorch's math attention
@@ -246,3 +264,44 @@ def backward_working_bytes(layer, kind, t: int, micro_batch: int,
     s = layer.output_shape[1]
     share = 1.0 / t if kind.split_compute else 1.0
     return float(pr.activation_bytes) * micro_batch * layer.attrs["heads"] * s * s * share
+
+
+def pipeline_boundary_bytes(stream_bytes: float, t: int, out_layout: str | None,
+                            in_layouts, full_recompute: bool) -> tuple[float, float]:
+    """Bytes per in-flight micro-batch that a pipeline chunk's boundary tensors hold beside
+    what its layers keep: ``(received input, sent output)``.
+
+    ``torch.distributed.pipelining``'s ``PipelineStage`` keeps, for every micro-batch whose
+    forward pass ran and whose backward pass has not, the chunk's input (the received
+    activation, which needs its gradient sent back) and its output (``fwd_cache``: the
+    backward pass calls ``torch.autograd.backward(output, grad)``, which checks the output's
+    shape, so Megatron-LM's trick of freeing the sent output's data, ``deallocate_output_
+    tensor``, does not carry over cleanly). With ``s b h`` activation elements of the stream
+    (``stream_bytes`` in bytes, whole), a rank holds ``stream_bytes`` times the stream's share
+    on it (``1/t`` sequence-parallel, else 1) of each:
+
+    * the output is the chunk's last layer's output (a residual add), which no layer of the
+      chunk keeps: always extra, except on the model's last chunk, whose output is the
+      logits the loss already keeps (not called here);
+    * the input is the chunk's first layer's input, which that layer (a norm) keeps itself
+      (the same storage) without recomputation, and which full recomputation keeps itself
+      at ``t = 1`` or when the input is already the rank's sequence slice; only full
+      recomputation with replicated ``t > 1`` inputs keeps a ``1/t`` copy instead
+      (Megatron-LM's distributed checkpoints), so the whole received input is extra.
+
+    A rank of stage ``s`` holds, at the schedule's peak, ``f_s`` chunk micro-batches
+    (:func:`~milp_parallel.pipeline.space.in_flight_micro_batches`); the caller counts how
+    many of them belong to the model's first chunk (no received activation: the token ids)
+    and to its last one.
+
+    Examples
+    --------
+    >>> pipeline_boundary_bytes(8.0, 2, "R", ["R"], True)
+    (8.0, 8.0)
+    >>> pipeline_boundary_bytes(8.0, 2, "S", ["S"], True)
+    (0.0, 4.0)
+    """
+    out_b = float(stream_bytes) * _share(out_layout, t)
+    share_in = max((_share(L, t) for L in in_layouts), default=1.0)
+    in_b = float(stream_bytes) if full_recompute and t > 1 and share_in == 1.0 else 0.0
+    return in_b, out_b
