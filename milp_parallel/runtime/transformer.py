@@ -519,7 +519,11 @@ class ParallelTransformer(nn.Module):
             args = ()
         if self.is_last_stage:
             kw = dict(target=ids, losses=losses)
-        self._pipeline_schedule().step(*args, **kw)
+        # return_outputs=False: the last stage would otherwise keep every micro-batch's
+        # logits (``PipelineStage.output_chunks``) until the step ends, to merge them into an
+        # output nobody reads (the losses come through ``losses``); the plan prices only
+        # the in-flight micro-batches' logits
+        self._pipeline_schedule().step(*args, return_outputs=False, **kw)
         if not self.is_last_stage:
             return torch.tensor(math.nan)
         return torch.stack([_local(x.detach()).float() for x in losses]).mean()
