@@ -74,3 +74,34 @@ def test_choose_follows_the_rule_of_each_kind():
         assert r.stats["auto"] and r.solver == rule.order[0]
         assert r.status == "optimal"
         assert r.objective == pytest.approx(solve_problem(p, "brute").objective)
+
+
+def test_the_portfolio_cites_rows_where_the_penalty_path_beat_auto():
+    from milp_parallel.solvers.auto import PORTFOLIO_BETTER, PORTFOLIO_EVIDENCE
+    with open(ROOT / PORTFOLIO_EVIDENCE, newline="") as f:
+        rows = {(r["instance"], r["solver"]): r for r in csv.DictReader(f)
+                if str(r.get("threads") or "1") == "1" and r.get("cost")}
+    assert PORTFOLIO_BETTER
+    for inst, solver, than in PORTFOLIO_BETTER:
+        win, lose = rows.get((inst, solver)), rows.get((inst, than))
+        assert win is not None and lose is not None, (inst, solver, than)
+        assert win["machine"] and win["date"] and win["held"] == "True"
+        assert float(win["cost"]) < float(lose["cost"]), (inst, solver, than)
+
+
+def test_auto_runs_the_portfolio_where_it_would_run_a_milp_backend():
+    from milp_parallel.solvers.auto import PREFERENCE, choose_exact
+    rng = np.random.default_rng(0)
+    n, k = 40, 3
+    edges = [(i, j) for i in range(n) for j in (i + 1, i + 5) if j < n]
+    wide = Problem([rng.random(k) for _ in range(n)], edges, [rng.random((k, k)) for _ in edges],
+                   memory=[rng.random(k) + 1 for _ in range(n)], memory_limit=1.5 * n,
+                   intervals=[(i, i + n // 2) for i in range(n)])
+    assert choose_exact(wide) in PREFERENCE          # windows too wide for the exact search
+    assert choose(wide) == "portfolio"
+    r = solve_problem(wide, "auto", threads=1, time_limit=30)
+    alone = solve_problem(wide, choose_exact(wide), threads=1, time_limit=30)
+    assert r.stats["auto"] == "portfolio" and r.status == alone.status
+    assert r.key == alone.key
+    for p in (_problem(), _problem(budget=3.5)):           # no interval budget: unchanged
+        assert choose(p) == choose_exact(p)

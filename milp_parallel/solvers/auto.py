@@ -73,7 +73,7 @@ PORTFOLIO_EVIDENCE = "benchmarks/results/iopddl.csv"
 #: budgets where ``auto`` would run a MILP backend, ``"portfolio"`` runs both side by side
 #: (with ``threads >= 2``; the exact backend alone with one thread).
 PORTFOLIO_BETTER: tuple[tuple[str, str, str], ...] = (
-    ("M", "penalty", "cbc"), ("K", "penalty", "cpsat"), ("S", "penalty", "cbc"),
+    ("M", "penalty", "auto"), ("K", "penalty", "auto"), ("U", "penalty", "auto"),
 )
 
 #: MILP backends in order of preference when the exact search cannot be used.
