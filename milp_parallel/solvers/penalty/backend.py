@@ -122,37 +122,36 @@ class PenaltySolver(Solver):
             a, _ = incumbent(q, deadline=Deadline(_share(deadline, INCUMBENT_SHARE)),
                              seed=options["seed"])
             warm = best_incumbent(warm, Incumbent.of(q, a, "heuristic"))
-        best = self._rounds(q, options, deadline, warm, stats)
+        best, bound, infeasible = self._rounds(q, options, deadline, warm, stats)
         if best is None:
-            if stats.pop("_infeasible", False):
-                stats.pop("_bound", None)
+            if infeasible:
                 return SolveResult(None, math.nan, INFEASIBLE, math.inf, math.inf,
                                    deadline.elapsed(), self.name, stats)
-            stats.pop("_bound", None)
             return SolveResult(None, math.nan, UNKNOWN, -math.inf, math.inf,
                                deadline.elapsed(), self.name, stats)
         assignment = expand(red, best.assignment) if red is not None else best.assignment
         cost = float(problem.evaluate(assignment).cost)
-        bound = min(stats.pop("_bound", -math.inf), cost)
+        bound = min(bound, cost)
         status = OPTIMAL if relative_gap(cost, bound) <= OPTIMALITY_RTOL else FEASIBLE
         return SolveResult(assignment, cost, status, bound,
                            0.0 if status == OPTIMAL else relative_gap(cost, bound),
                            deadline.elapsed(), self.name, stats)
 
     def _rounds(self, q: Problem, options: dict[str, Any], deadline: Deadline,
-                warm: Incumbent | None, stats: dict) -> Incumbent | None:
+                warm: Incumbent | None,
+                stats: dict) -> tuple[Incumbent | None, float, bool]:
+        """The penalty rounds: ``(best, lower bound, proved infeasible)``."""
         upper = warm.cost if warm is not None and not warm.forbidden_entries else math.inf
         con = contract(q, upper=upper, deadline=deadline) if q.n_nodes else None
         if con is None and warm is None and q.n_nodes and contract(q) is None:
-            stats["_infeasible"] = True      # arc consistency emptied a domain: no finite cost
-            return None
+            return None, -math.inf, True    # arc consistency emptied a domain: no finite cost
         if con is None:
             con = _Identity(q)
         else:
             stats["contracted"] = {"groups": con.n_groups, "states": con.n_states,
                                    "edges": int(con.edges.shape[0])}
         logger.debug("penalty: warm and contraction at %.1f s", deadline.elapsed())
-        stats["_bound"] = self._bound(con, deadline)
+        bound = self._bound(con, deadline)
         logger.debug("penalty: bound at %.1f s", deadline.elapsed())
         inner = inner_solver(options["inner"])
         # the rounds go under the declared key of a memory loop's rounds (result.STATS_KEYS)
@@ -199,12 +198,12 @@ class PenaltySolver(Solver):
                 logger.info("penalty round %d: %.6g", rounds, found.cost)
                 if options["callback"] is not None:
                     options["callback"](Progress(self.name, deadline.elapsed(), found.cost,
-                                                 stats["_bound"]))
+                                                 bound))
             best = best_incumbent(best, found)
             if weights is None:
                 break
         loop["rounds"], loop["fitted"] = rounds, fitted
-        return best
+        return best, bound, False
 
     @staticmethod
     def _polish(ls: LocalSearch, q: Problem, a: np.ndarray, deadline: Deadline,
