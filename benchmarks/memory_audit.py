@@ -11,8 +11,11 @@ one step runs: the stage's in-flight micro-batches forward (1F1B keeps ``p - s``
 interleaved schedule the planner's count of chunk micro-batches), then their backward, then
 Adam's step. ``MemTracker`` gives the peak by category; the plan gives
 ``training_memory.py``'s prediction for the same precision (float32 weights, gradients and
-activations, Adam's two float32 moments, no master copy, 1-byte dropout masks outside the
-attention and the 4-byte float mask PyTorch's math attention draws inside it). Each
+activations, Adam's two float32 moments, no master copy, and 4-byte dropout masks: on a CPU
+tensor ``F.dropout`` is ``x * noise`` with the noise in the input's dtype, saved for the
+backward pass, where CUDA's fused ``native_dropout`` keeps a 1-byte mask (ATen's
+``is_fused_kernel_acceptable``); the embedding's dropout, outside every checkpoint, showed it:
+192 MiB more per first-chunk micro-batch than a 1-byte mask on the 145.6B row). Each
 in-flight micro-batch's chunk input and output stay alive until its backward, as
 ``torch.distributed.pipelining``'s ``PipelineStage.fwd_cache`` keeps them (the plan prices
 them: ``training_memory.pipeline_boundary_bytes``); the in-flight micro-batches run the
@@ -61,9 +64,10 @@ ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "reference" / "megatron" / "table1-dev.csv"
 OUT = ROOT / "benchmarks" / "results" / "memory_audit.csv"
 SEQ, VOCAB = 2048, 51200
-#: what the fake program runs in: float32 everywhere, Adam's two moments, no master copy.
+#: what the fake program runs in: float32 everywhere, Adam's two moments, no master copy, and
+#: CPU dropout's float32 noise as its mask (see the module docstring).
 FP32 = MixedPrecision(param_bytes=4, grad_bytes=4, master_bytes=0, optimizer_bytes=8,
-                      activation_bytes=4, mask_bytes=1, loss_bytes=4, attention_mask_bytes=4)
+                      activation_bytes=4, mask_bytes=4, loss_bytes=4, attention_mask_bytes=4)
 COLUMNS = ("params_b", "tp", "pp", "dp", "chunks", "micro_batch", "stage", "rank", "zero",
            "in_flight", "predicted_bytes", "tracked_peak_bytes", "rel_error",
            "parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",

@@ -363,3 +363,19 @@ def test_the_step_prices_gemms_at_bf16_whatever_dtype_the_preset_defaults_to():
     assert fp32.dtype == bf16.dtype == "bf16" and fp32.flops_per_s == bf16.flops_per_s
     assert StepPricer(clusters.get("abci")).dtype == "fp16"         # V100: no bf16
     assert StepPricer(clusters.get("selene"), dtype="fp32").flops_per_s < fp32.flops_per_s / 10
+
+
+def test_end_chunk_counts_follow_the_interleaved_warm_up():
+    from milp_parallel.pipeline.space import end_chunk_counts
+    # Megatron-LM's 145.6B row: p=8, m=48, v=2; stage 0 holds 23 chunk micro-batches, run in
+    # groups of 8 cycling chunks 0, 1, 0: 8 + 7 of them of the model's first chunk
+    assert end_chunk_counts("1f1b", 8, 48, 2, 0) == (15, 0)
+    assert end_chunk_counts("1f1b", 8, 48, 2, 7) == (0, 1)
+    assert end_chunk_counts("1f1b", 8, 48, 2, 3) == (0, 0)       # a middle stage
+    # without interleaving every micro-batch in flight runs the stage's one chunk
+    assert end_chunk_counts("1f1b", 4, 8, 1, 0) == (4, 0)
+    assert end_chunk_counts("gpipe", 4, 8, 1, 3) == (0, 8)
+    # one stage: the first chunk is the last
+    assert end_chunk_counts("1f1b", 1, 8, 1, 0) == (1, 1)
+    # fewer micro-batches than stages: groups of m
+    assert end_chunk_counts("1f1b", 4, 2, 2, 0) == (2, 0)

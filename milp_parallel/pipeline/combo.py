@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import SolverError
 from ..solvers.result import INFEASIBLE, OPTIMAL
 from .milp import _SparseMilp
-from .space import in_flight_micro_batches
+from .space import end_chunk_counts, in_flight_micro_batches
 from .stages import _RECOMPUTE_INDEX, _StageTables
 from .training_memory import pipeline_boundary_bytes
 
@@ -88,21 +88,8 @@ class _ComboProblem:
         self.boundary = [self._boundary_table(s) for s in range(p)]
 
     def _end_chunk_counts(self, s: int) -> tuple[int, int]:
-        """Of the ``f_s`` chunk micro-batches stage ``s`` holds at its peak, how many run the
-        model's first chunk and how many its last one.
-
-        The interleaved 1F1B schedule (Narayanan et al., SC'21, section 2.2; torch's
-        ``ScheduleInterleaved1F1B``) runs a stage's forwards in groups of ``min(p, m)``
-        micro-batches, cycling through its ``v`` chunks; the peak is at the end of the
-        warm-up, after the first ``f_s`` of them. Without interleaving every micro-batch runs
-        the stage's one chunk."""
         c = self.c
-        p, v, f = c.p, c.v, self.f[s]
-        group = max(1, min(p, c.m))
-        chunk = (np.arange(f) // group) % v
-        first = int(np.sum(chunk == 0)) if s == 0 else 0
-        last = int(np.sum(chunk == v - 1)) if s == p - 1 else 0
-        return first, last
+        return end_chunk_counts(c.schedule, c.p, c.m, c.v, s)
 
     def _boundary_table(self, s: int) -> np.ndarray:
         """``(P,)`` bytes stage ``s`` holds in its chunks' received inputs and sent outputs

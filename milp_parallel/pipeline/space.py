@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import InvalidOptionError
 from .training_memory import MixedPrecision, check_recompute, check_zero
 
-__all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches"]
+__all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches", "end_chunk_counts"]
 
 #: Pipeline schedules.
 SCHEDULES = ("gpipe", "1f1b")
@@ -115,6 +115,34 @@ def in_flight_micro_batches(schedule: str, p: int, m: int, v: int = 1) -> tuple[
     if v == 1:
         return tuple(min(m, p - s) for s in range(p))
     return tuple(min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1) for s in range(p))
+
+
+def end_chunk_counts(schedule: str, p: int, m: int, v: int, s: int) -> tuple[int, int]:
+    """Of the chunk micro-batches stage ``s`` holds at its peak
+    (:func:`in_flight_micro_batches`), how many run the model's first chunk and how many its
+    last one: ``(first, last)``.
+
+    The interleaved 1F1B schedule (Narayanan et al., SC'21, section 2.2; torch's
+    ``ScheduleInterleaved1F1B``) runs a stage's forwards in groups of ``min(p, m)``
+    micro-batches, cycling through its ``v`` chunks; the peak is at the end of the warm-up,
+    after the first ``f_s`` of them. Without interleaving every micro-batch runs the stage's
+    one chunk. Only stage 0 holds the first chunk and only stage ``p - 1`` the last.
+
+    Examples
+    --------
+    >>> end_chunk_counts("1f1b", 8, 48, 2, 0)      # 23 in flight: 8 + 7 of chunk 0
+    (15, 0)
+    >>> end_chunk_counts("1f1b", 8, 48, 2, 7)      # 9 in flight: one of chunk 1
+    (0, 1)
+    >>> end_chunk_counts("1f1b", 4, 8, 1, 3)
+    (0, 1)
+    """
+    f = in_flight_micro_batches(schedule, p, m, v)[s]
+    group = max(1, min(p, m))
+    chunk = (np.arange(f) // group) % v
+    first = int(np.sum(chunk == 0)) if s == 0 else 0
+    last = int(np.sum(chunk == v - 1)) if s == p - 1 else 0
+    return first, last
 
 
 def _divisors(n: int) -> list[int]:
