@@ -31,6 +31,15 @@ reducer (ZeRO-0) cannot run on a fake process group, and the runtime runs no ZeR
 tensor parallelism. Adam's state is created before the tracked step (one step on zero
 gradients), as in every step after the first.
 
+Two steps are tracked on the same program and the second (steady) one is the table's
+``tracked_peak_bytes``; the first step's peak is kept beside it (``first_step_peak_bytes``).
+With tensor parallelism the first step of a process peaks higher (18.4B: 21.79 GB against
+20.91 GB; the 145.6B row's first stage run: 27.84 against 24.93 GB) and with ``t = 1`` it
+does not (1.7B: equal). The excess is not the plan's: it is a one-time cost in the process
+(the same stage built again in the same process shows it no more, while clearing DTensor's
+sharding-propagation caches or the fake-tensor cache does not bring it back); its source is
+not identified yet.
+
 The tensor-parallel rows (t = 8) need one workaround of the benchmark's own
 (:func:`_real_mesh_indices`): ``fully_shard`` of a tensor-parallel DTensor parameter builds
 a data x tensor mesh, and ``DeviceMesh`` finds the rank's coordinate with ``nonzero``, which
@@ -71,7 +80,7 @@ FP32 = MixedPrecision(param_bytes=4, grad_bytes=4, master_bytes=0, optimizer_byt
 COLUMNS = ("params_b", "tp", "pp", "dp", "chunks", "micro_batch", "stage", "rank", "zero",
            "in_flight", "predicted_bytes", "tracked_peak_bytes", "rel_error",
            "parameters_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
-           "temporary_bytes", "note")
+           "temporary_bytes", "first_step_peak_bytes", "note")
 
 
 def _rows(path: Path = REFERENCE) -> list[dict]:
@@ -120,14 +129,19 @@ def audit_rank(row: dict, stage: int) -> dict:
             pm = parallelize_transformer(model, plan, mesh, seq_len=SEQ)
             opt = torch.optim.Adam(pm.parameters(), foreach=False)
             _create_optimizer_state(pm, opt)        # the steady state: Adam's moments exist
-            tracker = MemTracker()
-            tracker.track_external(pm, opt)
-            with tracker:
-                _step(pm, plan, stage, cfg)
-                opt.step()
-            peak = tracker.get_tracker_snapshot("peak")
+            peaks = []
+            for _ in range(2):          # the first step, then the steady one (see above)
+                tracker = MemTracker()
+                tracker.track_external(pm, opt)
+                with tracker:
+                    _step(pm, plan, stage, cfg)
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+                peaks.append(tracker.get_tracker_snapshot("peak"))
     finally:
         dist.destroy_process_group()
+    first = next(iter(peaks[0].values()))["Total"]
+    peak = peaks[1]
     dev = next(iter(peak.values()))
     by = {str(k.value if hasattr(k, "value") else k): v for k, v in dev.items()}
     predicted = plan.stages[stage].memory_bytes
@@ -139,7 +153,7 @@ def audit_rank(row: dict, stage: int) -> dict:
                 rel_error=round(predicted / tracked - 1.0, 4),
                 parameters_bytes=by["Parameter"], gradients_bytes=by["Gradient"],
                 optimizer_bytes=by["Optstate"], activations_bytes=by["Activation"],
-                temporary_bytes=by["Temp"], note="")
+                temporary_bytes=by["Temp"], first_step_peak_bytes=int(first), note="")
 
 
 class _Call(torch.nn.Module):
