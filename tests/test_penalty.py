@@ -140,4 +140,4 @@ def test_the_portfolio_with_one_thread_is_the_exact_backend():
     one = solve_problem(p, "portfolio", threads=1, time_limit=30)
     alone = solve_problem(p, choose_exact(p), threads=1, time_limit=30)
     assert one.status == alone.status and one.key == alone.key
-    assert one.stats.get("row_generation", {}).get("inner") is None   # no penalty side ran
+    assert one.stats.get("penalty", {}).get("inner") is None   # no penalty side ran

@@ -75,6 +75,9 @@ STATS_KEYS: dict[str, str] = {
     "solver_bound": "its bound", "proof": "what proved the status (solver, contracted, ...)",
     "contracted": "the contraction's groups, states, edges and seconds",
     "row_generation": "rounds and rows of memory-row generation",
+    "penalty": "the penalty backend's rounds: inner solver, rounds, fitted, risky nodes",
+    "lagrangian": "the interval Lagrangian bound: bound, unconstrained bound, rows, "
+                  "priced rows, iterations, rounds, sweeps, infeasible, seconds",
     "cpsat_model": "CP-SAT's formulation", "cpsat_build_seconds": "seconds it took to build",
     "ignored_options": "options this backend does not use (a sweep passes one set to all)",
     "killed_at_time_limit": "whether the isolated solve was killed at the limit",

@@ -15,12 +15,12 @@ round on the large instances, memory becomes a soft term (:mod:`.weights`). Each
 
 Status ``feasible`` (never ``optimal`` unless the bound meets the cost), ``infeasible``
 when even the least memory of every node overflows, ``unknown`` without an answer. The
-bound is MPLP dual ascent (:mod:`~milp_parallel.solvers.dual`) on the unconstrained
-contracted problem: every constrained answer is an unconstrained one.
+bound is the interval Lagrangian bound (:mod:`~milp_parallel.solvers.lagrangian`: MPLP
+dual ascent with multipliers on the memory rows) on the contracted problem.
 
 May import: ``problem``, ``solvers.base``, ``solvers.options``, ``solvers.result``,
 ``solvers.heuristics``, ``solvers.memory``, ``solvers.reduce``, ``solvers.contract``,
-``solvers.dual``, ``solvers.penalty``.
+``solvers.dual``, ``solvers.lagrangian``, ``solvers.penalty``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from ..base import Capabilities, Option, Solver, check_choice, check_int, check_
 from ..contract import contract
 from ..dual import DualAscent
 from ..heuristics import LocalSearch, incumbent
+from ..lagrangian import interval_lagrangian_bound
 from ..memory import least_memory
 from ..options import Deadline
 from ..reduce import expand, reduce_problem
@@ -151,11 +152,10 @@ class PenaltySolver(Solver):
             stats["contracted"] = {"groups": con.n_groups, "states": con.n_states,
                                    "edges": int(con.edges.shape[0])}
         logger.debug("penalty: warm and contraction at %.1f s", deadline.elapsed())
-        bound = self._bound(con, deadline)
+        bound = self._bound(q, con, deadline, upper, stats)
         logger.debug("penalty: bound at %.1f s", deadline.elapsed())
         inner = inner_solver(options["inner"])
-        # the rounds go under the declared key of a memory loop's rounds (result.STATS_KEYS)
-        loop = stats["row_generation"] = {"inner": inner.name, "rounds": 0, "fitted": 0}
+        loop = stats["penalty"] = {"inner": inner.name, "rounds": 0, "fitted": 0}
         interval = q.has_budget and q.intervals is not None
         ls = LocalSearch(q, seed=options["seed"])
         best = warm
@@ -220,16 +220,21 @@ class PenaltySolver(Solver):
         return Incumbent.of(q, ls.a, "penalty")
 
     @staticmethod
-    def _bound(con, deadline: Deadline) -> float:
-        """Dual ascent on the unconstrained contracted problem (``-inf`` when it cannot)."""
-        unary = [np.where(np.isfinite(c), c, 0.0) for c in con.node_costs]
+    def _bound(q: Problem, con, deadline: Deadline, upper: float, stats: dict) -> float:
+        """The interval Lagrangian bound (:mod:`~milp_parallel.solvers.lagrangian`) for an
+        interval budget, else dual ascent on the unconstrained contracted problem (every
+        constrained answer is an unconstrained one); ``-inf`` when it cannot."""
         if any(not np.isfinite(c).any() for c in con.node_costs):
             return -math.inf
+        share = Deadline(_share(deadline, BOUND_SHARE))
+        if q.has_budget and q.intervals is not None:
+            lag = interval_lagrangian_bound(q, contraction=con, deadline=share, upper=upper)
+            stats["lagrangian"] = lag.stats()
+            return float(lag.bound)
         unary = [np.asarray(c, dtype=np.float64) for c in con.node_costs]
         try:
             dual = DualAscent(unary, con.edges, list(con.edge_costs))
-            return float(dual.run(sweeps=100, deadline=Deadline(_share(deadline,
-                                                                       BOUND_SHARE))))
+            return float(dual.run(sweeps=100, deadline=share))
         except (ValueError, FloatingPointError):
             return -math.inf
 
