@@ -5,6 +5,7 @@ May import: ``graph``, ``.step_costs``, ``.tensor_parallel``, ``.training_memory
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -29,6 +30,32 @@ def _weight_elements(layer) -> int:
         a = layer.attrs
         return a["in_features"] * a["out_features"] + (a["out_features"] if a["bias"] else 0)
     return int(layer.params)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One collective of a layer, a re-layout or a message: what is priced, and what the
+    audit counts (:mod:`.traffic`).
+
+    Attributes
+    ----------
+    collective : str
+        ``"allreduce"``, ``"allgather"``, ``"reducescatter"``, ``"alltoall"`` or ``"p2p"``
+        (one message to the next or previous stage).
+    group : str
+        ``"tp"``, ``"d"`` or ``"dt"`` (:attr:`_MeshPricing.groups`); ``"pp"`` for ``p2p``.
+    nbytes : float
+        The whole buffer (the gathered output, the reduced input; a message's bytes).
+    phase : str
+        ``"fwd"`` / ``"bwd"`` (per micro-batch, in that pass), ``"sync"`` (the bucketed
+        data-parallel gradient traffic of each micro-batch) or ``"step"`` (bucketed, once per
+        iteration).
+    """
+
+    collective: str
+    group: str
+    nbytes: float
+    phase: str
 
 
 class _MeshPricing:
@@ -108,30 +135,16 @@ class _MeshPricing:
             dropout = layer.attrs.get("dropout", 0.0) > 0
         fwd, bwd = self.pricer.compute_seconds(op, flops, moved, score_elements=scores,
                                                attention_dropout=dropout)
-        comm = 0.0
-        if kind.gathers_input:
-            nb = ab * b * ins[0]
-            ag = self.coll("allgather", "tp", nb)
-            comm = ag
-            bwd += ag + self.coll("reducescatter", "tp", nb)
-        if kind.reduces_loss:
-            tokens = b * (ins[0] // layer.input_shapes[0][-1])
-            comm += self.coll("allreduce", "tp", 3.0 * 4.0 * tokens)
+        moves = self.layer_transfers(layer, kind, zero, tied_copy=tied_copy)
+        comm = self.seconds(m for m in moves if m.phase == "fwd")
         fwd += comm
-        params = w_local if (w_el > 0 and (layer.params > 0 or tied_copy)) else 0.0
-        zero_tau = psi = state = 0.0
+        bwd += self.seconds(m for m in moves if m.phase == "bwd")
+        zero_tau = self.seconds(m for m in moves if m.phase == "sync")
+        psi = self.seconds(m for m in moves if m.phase == "step")
+        params = self._local_params(layer, kind, tied_copy)
+        state = 0.0
         if params > 0:
             group, size = self.sync_group(kind)
-            gb, wb = float(pr.grad_bytes), float(pr.param_bytes)
-            if zero == 2:
-                zero_tau = self.terms("reducescatter", group)[1] * params * gb
-            elif zero == 3:
-                zero_tau = (2 * self.terms("allgather", group)[1] * params * wb
-                            + self.terms("reducescatter", group)[1] * params * gb)
-            if zero in (0, 1):
-                psi = self.terms("allreduce", group)[1] * params * gb
-            elif zero == 2:
-                psi = self.terms("allgather", group)[1] * params * wb
             psi += self.pricer.optimizer_seconds(params / (size if zero >= 1 else 1))
             state = params * pr.state_bytes_per_param(zero, size)
         kept, sc = saved_activation_bytes(layer, kind, t, b, pr, flash=self.flash)
@@ -139,6 +152,56 @@ class _MeshPricing:
                    scores=sc, fwd_comm=comm,
                    grad_ws=backward_working_bytes(layer, kind, t, b, pr, flash=self.flash))
         return out
+
+    def _local_params(self, layer, kind: Kind, tied_copy: bool) -> float:
+        w_el = _weight_elements(layer)
+        w_local = w_el / self.t if kind.split_weights else float(w_el)
+        return w_local if (w_el > 0 and (layer.params > 0 or tied_copy)) else 0.0
+
+    def layer_transfers(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False
+                        ) -> list[Transfer]:
+        """The collectives one layer issues under one kind and ZeRO stage (inside the
+        tensor-parallel group per micro-batch; its data-parallel gradient traffic)."""
+        if layer.op == "input":
+            return []
+        b, pr = self.b, self.precision
+        ab = float(pr.activation_bytes)
+        ins = layer.input_elements
+        out: list[Transfer] = []
+        if kind.gathers_input:
+            nb = ab * b * ins[0]
+            out += [Transfer("allgather", "tp", nb, "fwd"), Transfer("allgather", "tp", nb, "bwd"),
+                    Transfer("reducescatter", "tp", nb, "bwd")]
+        if kind.reduces_loss:
+            tokens = b * (ins[0] // layer.input_shapes[0][-1])
+            out.append(Transfer("allreduce", "tp", 3.0 * 4.0 * tokens, "fwd"))
+        params = self._local_params(layer, kind, tied_copy)
+        if params > 0:
+            group, _ = self.sync_group(kind)
+            gb, wb = params * float(pr.grad_bytes), params * float(pr.param_bytes)
+            if zero == 2:
+                out.append(Transfer("reducescatter", group, gb, "sync"))
+            elif zero == 3:
+                out += [Transfer("allgather", group, wb, "sync"),
+                        Transfer("allgather", group, wb, "sync"),
+                        Transfer("reducescatter", group, gb, "sync")]
+            if zero in (0, 1):
+                out.append(Transfer("allreduce", group, gb, "step"))
+            elif zero == 2:
+                out.append(Transfer("allgather", group, wb, "step"))
+        return out
+
+    def seconds(self, moves) -> float:
+        """Seconds of transfers: per-pass ones at their own size's algorithm, the bucketed
+        data-parallel ones (``sync``, ``step``) at the bucket's bandwidth, their latencies
+        counted once per stage (:meth:`.stages._StageTables.stage_constants`)."""
+        total = 0.0
+        for m in moves:
+            if m.phase in ("sync", "step"):
+                total += self.terms(m.collective, m.group)[1] * m.nbytes
+            else:
+                total += self.coll(m.collective, m.group, m.nbytes)
+        return total
 
     def criteria(self, layer, kinds: Sequence[Kind], zero: int, mode: str, *,
                  tied_copy: bool = False) -> np.ndarray:
@@ -158,6 +221,22 @@ class _MeshPricing:
         return out
 
     # ------------------------------------------------------------------ one edge
+    def edge_transfers(self, producer, index: int, x: Kind, y: Kind) -> list[Transfer]:
+        """The re-layout of ``producer``'s output (kind ``x``) into input ``index`` of a
+        consumer of kind ``y``: forward, and its gradient back."""
+        if producer.op == "input":
+            return []
+        nb = float(self.precision.activation_bytes) * self.b * producer.output_elements
+        out = []
+        fw = relayout(x.out, y.ins[index])
+        if fw is not None:
+            out.append(Transfer(fw, "tp", nb, "fwd"))
+        g = y.in_grads[index]
+        bw = relayout(g, x.out_grad) if g is not None else None
+        if bw is not None:
+            out.append(Transfer(bw, "tp", nb, "bwd"))
+        return out
+
     def edge(self, producer, consumer, index: int, ku: Sequence[Kind], kv: Sequence[Kind]
              ) -> tuple[np.ndarray, np.ndarray]:
         """``(forward, backward)`` re-layout seconds, each ``(K_u, K_v)``."""
@@ -165,45 +244,62 @@ class _MeshPricing:
         bw = np.zeros((len(ku), len(kv)))
         if producer.op == "input":
             return fw, bw
-        nb = float(self.precision.activation_bytes) * self.b * producer.output_elements
         for a, x in enumerate(ku):
             for c, y in enumerate(kv):
-                fw[a, c] = self.coll(relayout(x.out, y.ins[index]), "tp", nb)
-                g = y.in_grads[index]
-                if g is not None:
-                    bw[a, c] = self.coll(relayout(g, x.out_grad), "tp", nb)
+                moves = self.edge_transfers(producer, index, x, y)
+                fw[a, c] = self.seconds(m for m in moves if m.phase == "fwd")
+                bw[a, c] = self.seconds(m for m in moves if m.phase == "bwd")
         return fw, bw
 
-    def send_seconds(self, nbytes: float, out: str, out_grad: str,
-                     devices: tuple[int, int]) -> float:
+    def send_transfers(self, nbytes: float, out: str, out_grad: str) -> list[Transfer]:
         """The sending stage's half of one inter-stage message, per micro-batch.
 
         Messages travel as ``1/t`` sequence pieces, one per device of the group, each over
         its own link (Megatron-LM's scatter/gather): the sender re-lays its output out to
         pieces (free from a replicated or sequence-split output), sends them, and in the
         backward pass re-lays the gradient pieces it receives to the layout it needs. The
-        gradient's transfer is the receiver's (:meth:`recv_seconds`).
+        gradient's transfer is the receiver's (:meth:`recv_transfers`).
         """
-        lat, per = self.pricer.p2p_terms(*devices)
         t = self.t
-        if t == 1:
-            return lat + per * nbytes
-        return (self.coll(relayout(out, "S"), "tp", nbytes) + lat + per * nbytes / t
-                + self.coll(relayout("S", out_grad), "tp", nbytes))
+        moves = [Transfer("p2p", "pp", nbytes / t, "fwd")]
+        if t > 1:
+            to, back = relayout(out, "S"), relayout("S", out_grad)
+            if to is not None:
+                moves.append(Transfer(to, "tp", nbytes, "fwd"))
+            if back is not None:
+                moves.append(Transfer(back, "tp", nbytes, "bwd"))
+        return moves
 
-    def recv_seconds(self, nbytes: float, ins: Sequence[str], in_grads: Sequence[str | None],
-                     devices: tuple[int, int]) -> float:
+    def recv_transfers(self, nbytes: float, ins: Sequence[str],
+                       in_grads: Sequence[str | None]) -> list[Transfer]:
         """The receiving stage's half: re-lay the pieces out for each consumer, and in the
         backward pass re-lay each consumer's input gradient to pieces (a reduce-scatter for
         partial sums), add them and send them back."""
-        lat, per = self.pricer.p2p_terms(*devices)
         t = self.t
         grads = [g for g in in_grads if g is not None]
-        if t == 1:
-            return lat + per * nbytes if grads else 0.0
-        cost = sum(self.coll(relayout("S", d), "tp", nbytes) for d in ins)
+        moves = []
+        if t > 1:
+            moves += [Transfer(c, "tp", nbytes, "fwd") for c in
+                      (relayout("S", d) for d in ins) if c is not None]
+            moves += [Transfer(c, "tp", nbytes, "bwd") for c in
+                      (relayout(g, "S") for g in grads) if c is not None]
         if grads:
-            cost += sum(self.coll(relayout(g, "S"), "tp", nbytes) for g in grads)
-            cost += lat + per * nbytes / t
-        return cost
+            moves.append(Transfer("p2p", "pp", nbytes / t, "bwd"))
+        return moves
 
+    def message_seconds(self, moves, devices: tuple[int, int]) -> float:
+        """Seconds of a stage's half of its messages (:meth:`send_transfers`,
+        :meth:`recv_transfers`) between ``devices``."""
+        lat, per = self.pricer.p2p_terms(*devices)
+        return sum(lat + per * m.nbytes if m.collective == "p2p"
+                   else self.coll(m.collective, m.group, m.nbytes) for m in moves)
+
+    def send_seconds(self, nbytes: float, out: str, out_grad: str,
+                     devices: tuple[int, int]) -> float:
+        """Seconds of :meth:`send_transfers`."""
+        return self.message_seconds(self.send_transfers(nbytes, out, out_grad), devices)
+
+    def recv_seconds(self, nbytes: float, ins: Sequence[str], in_grads: Sequence[str | None],
+                     devices: tuple[int, int]) -> float:
+        """Seconds of :meth:`recv_transfers`."""
+        return self.message_seconds(self.recv_transfers(nbytes, ins, in_grads), devices)
