@@ -17,7 +17,8 @@ The generators have fixed seeds, so that a committed row can be measured again:
 :func:`chain_edges` and :func:`series_parallel_edges`), :func:`interval_chain` and
 :func:`interval_dag` (Alpa-style interval memory under a binding budget) and
 :func:`zoo_problem` (a zoo model on a cluster preset, with or without a binding budget).
-:func:`machine` is the one line about this machine that every results file records.
+:func:`machine` is the one line about this machine that every results file records;
+:func:`write_csv` writes a table of rows (dicts, their values rounded by the caller) as a CSV.
 
 Examples
 --------
@@ -29,9 +30,11 @@ Examples
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +45,7 @@ from milp_parallel.problem import Problem
 __all__ = ["ROOT", "DATA_DIR", "RESULTS_DIR", "REFERENCE_DIR", "IOPDDL_DIR", "MEGATRON_TABLE",
            "iopddl_candidates", "iopddl_path", "iopddl_problem", "chain_edges",
            "series_parallel_edges", "random_problem", "interval_chain", "interval_dag",
-           "zoo_problem", "machine"]
+           "zoo_problem", "machine", "write_csv"]
 
 #: The repository's root (the folder holding ``benchmarks/``, ``data/`` and ``milp_parallel/``).
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,3 +257,27 @@ def machine() -> str:
     except (ValueError, OSError, AttributeError):
         mem_s = "? GiB"
     return f"{os.cpu_count()} cores, {mem_s}, {cpu}, Python {platform.python_version()}"
+
+
+# ---------------------------------------------------------------------- the results files
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, object]]) -> Path:
+    """Write ``rows`` to ``path`` as a CSV: a header of the first row's keys in their order,
+    then one line per row (:class:`csv.DictWriter`, ``newline=""``, so ``\r\n`` line ends;
+    ``None`` as an empty field, numbers as ``str`` writes them: the caller rounds). The
+    folder is created if absent; the file is overwritten.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty (there is no header to write) or a row has a key the first
+        row lacks.
+    """
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path

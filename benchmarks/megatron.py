@@ -41,7 +41,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.instances import MEGATRON_TABLE
+from benchmarks.instances import MEGATRON_TABLE, write_csv
 from milp_parallel import clusters
 from milp_parallel.machine import constants
 from milp_parallel.models.gpt import gpt, megatron_flops
@@ -229,10 +229,7 @@ def main(argv=None) -> int:
         table = sensitivity(rows)
         print(sensitivity_markdown(table))
         if args.sensitivity_csv:
-            with open(args.sensitivity_csv, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(table[0]))
-                w.writeheader()
-                w.writerows(table)
+            write_csv(args.sensitivity_csv, table)
         return 0
     out = []
     for r in rows:
@@ -246,11 +243,7 @@ def main(argv=None) -> int:
     print()
     print(markdown(out))
     if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(out[0]))
-            w.writeheader()
-            w.writerows(out)
+        write_csv(args.csv, out)
         print(f"wrote {args.csv}")
     return 0
 

@@ -50,7 +50,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from benchmarks.instances import DATA_DIR, ROOT
+from benchmarks.instances import DATA_DIR, ROOT, write_csv
 from milp_parallel.errors import FormatError, MilpParallelError
 from milp_parallel.io import write_json
 from milp_parallel.isolation import FAILED, TIMEOUT, run_isolated
@@ -1201,10 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         logger.info("%s", r)
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(args.csv, rows)
     return 0
 
 
