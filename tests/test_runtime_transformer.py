@@ -224,9 +224,61 @@ def test_tied_gpt2_over_stages_is_refused_without_a_process_group():
         parallelize_transformer(_meta_model(config), plan)
 
 
-def test_verify_plan_names_what_it_does_not_audit_yet():
+#: float32 training, as the audited step runs (CPU dropout masks in float32)
+FP32 = dict(param_bytes=4, grad_bytes=4, master_bytes=0, optimizer_bytes=8,
+            activation_bytes=4, mask_bytes=4)
+
+
+def _audited(family: str, world: int, spec: dict, *, tied: bool = True):
+    from milp_parallel.pipeline import PipelineOptions
+    from milp_parallel.pipeline.training_memory import MixedPrecision
     from milp_parallel.runtime.verify import verify_plan
-    config = _config("llama")
-    plan = _plan(config, 2, dict(batch=2, t=2, b=2))
-    with pytest.raises(UnsupportedProblemError, match="does not audit transformer plans"):
-        verify_plan(plan, _meta_model(config), torch.zeros(2, SEQ, dtype=torch.long))
+    config = _config(family, tied=tied)
+    g = from_hf(config, batch_size=spec["batch"], seq_len=SEQ)
+    plan = evaluate_configuration(
+        g, "selene", devices=world, global_batch=spec["batch"], tensor=spec.get("t", 1),
+        pipeline=spec.get("p", 1), micro_batch_size=spec.get("b", 1),
+        recompute=spec.get("recompute", "none"), zero=spec.get("zero", 1),
+        kinds=spec.get("kinds", "megatron"), memory_limit=float("inf"),
+        options=PipelineOptions(precision=MixedPrecision(**FP32)))
+    ids = torch.randint(0, 64, (spec["batch"], SEQ), generator=torch.Generator().manual_seed(1))
+    audit = verify_plan(plan, _model(config), ids, world_size=world)
+    return audit, {(r.layer, r.kind): r for r in audit.collectives}
+
+
+def _within(rows, keys, tol=0.05):
+    for k in keys:
+        r = rows[k]
+        assert r.predicted_bytes > 0 and r.rel_error <= tol, (k, r)
+
+
+def test_verify_plan_audits_a_tensor_parallel_llama():
+    audit, rows = _audited("llama", 2, dict(batch=4, t=2, b=2))
+    assert audit.plan_kind == "pipeline" and audit.max_rel_error <= 1e-4
+    keys = [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
+            for n in ("self_attn.qkv_proj", "mlp.gate_proj", "mlp_residual")]
+    _within(rows, keys + [("model.layers.0.input_layernorm", "transfer"),
+                          ("model.layers.1.attn_residual", "transfer"),
+                          ("lm_head", "transfer")])
+    assert not [k for k in rows if k[0] == "(unlabelled)"]
+    assert audit.max_memory_error <= 0.10, audit.memory
+
+
+def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
+    audit, rows = _audited("llama", 4, dict(batch=4, t=2, p=2, b=1, kinds="megatron_sp",
+                                            recompute="full"))
+    assert audit.max_rel_error <= 1e-4
+    _within(rows, [("stage 0", "p2p"), ("stage 1", "p2p"),
+                   ("model.layers.0.input_layernorm", "transfer"),
+                   ("model.layers.1.attn_residual", "transfer")])
+    assert not [k for k in rows if k[0] == "(unlabelled)"]
+
+
+def test_verify_plan_audits_gpt2_zero3_with_selective_recompute():
+    audit, rows = _audited("gpt2", 4, dict(batch=4, t=2, b=1, zero=3,
+                                           recompute="selective"), tied=False)
+    assert audit.max_rel_error <= 1e-4
+    keys = [(f"transformer.layers.{i}.{n}", "transfer") for i in (0, 1)
+            for n in ("attn.c_attn", "attn.resid_dropout", "mlp.c_fc", "mlp.dropout")]
+    _within(rows, keys + [("stage 0", "sync"), ("transformer.embed_add", "transfer"),
+                          ("lm_head", "transfer")])

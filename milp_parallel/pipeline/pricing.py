@@ -191,6 +191,14 @@ class _MeshPricing:
                 out.append(Transfer("allgather", group, wb, "step"))
         return out
 
+    def recompute_transfers(self, block_input_bytes: float, layout: str) -> list[Transfer]:
+        """Full recomputation of a block keeps each rank's ``1/t`` slice of a replicated
+        (``layout="R"``) block input and all-gathers it again for the recompute (Megatron-LM's
+        distributed checkpoints); a sequence-split input is its slice already."""
+        if self.t == 1 or layout != "R":
+            return []
+        return [Transfer("allgather", "tp", block_input_bytes, "bwd")]
+
     def seconds(self, moves) -> float:
         """Seconds of transfers: per-pass ones at their own size's algorithm, the bucketed
         data-parallel ones (``sync``, ``step``) at the bucket's bandwidth, their latencies

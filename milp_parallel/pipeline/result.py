@@ -84,6 +84,9 @@ class PipelinePlan:
         cost there.
     search : dict
         Statistics: combinations, pruned, MILPs solved, seconds, ...
+    options : PipelineOptions or None
+        The declared space it was searched or priced under (its precision and attention
+        settings are what the plan's bytes are counted in: :func:`~.traffic.plan_traffic`).
     """
 
     model: str
@@ -106,6 +109,7 @@ class PipelinePlan:
     tied: bool = True
     untied_lower_bound_seconds: float | None = None
     search: Mapping[str, Any] = field(default_factory=dict)
+    options: Any = None
 
     @property
     def samples_per_second(self) -> float:

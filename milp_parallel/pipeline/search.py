@@ -177,7 +177,7 @@ def _plan(search, combo: _Combo, prob: _ComboProblem, ch: _Choice, *, name, cnam
     ideal = combo.m * tmax + max(x[1] for x in vals)
     return PipelinePlan(name, cname, N, B, p, combo.t, Ds // combo.t, combo.m, combo.b,
                         combo.schedule, v, tuple(stages), it, it / ideal - 1.0,
-                        budget, status, lower, True, None, dict(stats))
+                        budget, status, lower, True, None, dict(stats), search.options)
 
 
 def solve_pipeline(model, cluster, *, global_batch: int | None = None,

@@ -128,8 +128,9 @@ class _StageTables:
             in_bytes = float(pr.precision.activation_bytes) * pr.b \
                 * self.exit_layer.output_elements
             cr[:, 3] += in_bytes / pr.t
-            if pr.t > 1:
-                cr[:, 0] += pr.coll("allgather", "tp", in_bytes)
+            exit_kinds = self.block_kinds[s.exit]
+            cr[:, 0] += [pr.seconds(pr.recompute_transfers(in_bytes, exit_kinds[k].out))
+                         for k in assign[:, s.exit]]
         in_cls = np.array([self.in_index[tuple(int(assign[r, j]) for j, _ in s.entry)]
                            for r in range(len(cr))], dtype=np.int64)
         c_tau, c_psi = self.stage_constants(zero)

@@ -169,6 +169,12 @@ class MixedPrecision:
         InvalidOptionError
             An unknown stage or a non-positive group.
         """
+        return float(sum(self.state_split(zero, group)))
+
+    def state_split(self, zero: int, group: int) -> tuple[float, float, float]:
+        """``(weights, gradients, optimizer state)`` bytes per parameter on one device
+        (:meth:`state_bytes_per_param` is their sum; the master weights count as optimizer
+        state)."""
         if zero not in ZERO_STAGES:
             raise InvalidOptionError(f"ZeRO stage must be one of {ZERO_STAGES}, got {zero!r}")
         if not isinstance(group, int) or group < 1:
@@ -176,13 +182,8 @@ class MixedPrecision:
                                      f"got {group!r}")
         w, g = float(self.param_bytes), float(self.grad_bytes)
         opt = float(self.master_bytes + self.optimizer_bytes)
-        if zero == 0:
-            return w + g + opt
-        if zero == 1:
-            return w + g + opt / group
-        if zero == 2:
-            return w + (g + opt) / group
-        return (w + g + opt) / group
+        return (w / (group if zero >= 3 else 1), g / (group if zero >= 2 else 1),
+                opt / (group if zero >= 1 else 1))
 
 
 def _share(layout: str | None, t: int) -> float:

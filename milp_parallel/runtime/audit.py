@@ -27,8 +27,8 @@ from typing import Any, Iterator, Mapping
 from ..errors import FormatError
 from ..io import Fields, decode, encode, read_document, write_json
 
-__all__ = ["CollectiveRow", "MemoryRow", "PlanAudit", "comm_counter", "label", "MemoryMeter",
-           "AUDIT_FORMAT"]
+__all__ = ["CollectiveRow", "MemoryRow", "PlanAudit", "comm_counter", "label",
+           "labelled_module", "labelled_call", "MemoryMeter", "AUDIT_FORMAT"]
 
 AUDIT_FORMAT = "milp_parallel.plan_audit"
 AUDIT_FORMAT_VERSION = 1
@@ -221,22 +221,35 @@ def _counter_class() -> type:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    try:
+        from torch.distributed.tensor import DTensor as _DTensor
+    except ImportError:  # pragma: no cover - a torch without distributed
+        _DTensor = None
+
     class CommCounter(TorchDispatchMode):
         """Records ``(label, kind, op, bytes)`` for every c10d collective that runs."""
 
-        def __init__(self, rank_of_group) -> None:
+        def __init__(self, rank_of_group, group_labels=None, group_defaults=None) -> None:
             super().__init__()
             self.rows: list[tuple[str, str, str, float]] = []
             self.labels: list[tuple[str, str]] = []
             self._rank_of_group = rank_of_group
-            self._modules = None
+            #: process group name -> (layer, kind): every collective on that group (a
+            #: data-parallel or pipeline group) is counted there, whatever the label
+            self.group_labels = dict(group_labels or {})
+            #: process group name -> (layer, kind) of its collectives issued under no label
+            self.group_defaults = dict(group_defaults or {})
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if _DTensor is not None and any(issubclass(t, _DTensor) for t in types):
+                # a tensor subclass's op (a DTensor's): let the subclass run it, with this
+                # counter still seeing the collectives it issues on the local pieces
+                return NotImplemented
             ns = func.namespace
             if ns in ("_c10d_functional", "c10d", "_c10d_functional_autograd"):
                 name = func._opname
-                if name not in ("wait_tensor",) and not name.startswith("_"):
+                if name in _BASE_OPS or (name != "wait_tensor" and not name.startswith("_")):
                     self._record(name, args)
             return func(*args, **kwargs)
 
@@ -247,6 +260,8 @@ def _counter_class() -> type:
                     tensors += [t for t in a if isinstance(t, torch.Tensor)]
             if not tensors or "recv" in name or name == "barrier":
                 nbytes = 0.0
+            elif name in _BASE_OPS:            # (output, input, group, ...): the input
+                nbytes = float(args[1].numel() * args[1].element_size())
             elif "all_to_all" in name or "alltoall" in name:
                 x = tensors[0] if "all_to_all" in name else tensors[1]
                 split = args[2] if "all_to_all" in name else args[3]
@@ -259,14 +274,15 @@ def _counter_class() -> type:
                 nbytes = float(sum(t.numel() * t.element_size() for t in tensors[-1:]))
             else:
                 nbytes = float(tensors[0].numel() * tensors[0].element_size())
-            layer, kind = self.labels[-1] if self.labels else (self._module(), name)
+            group = _group_name(args) if (self.group_labels or self.group_defaults) else None
+            fixed = self.group_labels.get(group)
+            if fixed is not None:
+                layer, kind = fixed
+            elif self.labels:
+                layer, kind = self.labels[-1]
+            else:
+                layer, kind = self.group_defaults.get(group, ("(unlabelled)", name))
             self.rows.append((layer, kind, name, nbytes))
-
-        def _module(self) -> str:
-            mods = getattr(self._modules, "parents", None)
-            if not mods:
-                return "(unlabelled)"
-            return max(mods, key=len)
 
         def totals(self) -> dict[tuple[str, str], float]:
             """Bytes by ``(layer, kind)``."""
@@ -276,6 +292,30 @@ def _counter_class() -> type:
             return out
 
     return CommCounter
+
+
+#: The c10d ops FSDP2 issues (``all_gather_into_tensor``, ``reduce_scatter_tensor``):
+#: ``(output, input, process group, ...)``.
+_BASE_OPS = ("_allgather_base_", "_reduce_scatter_base_")
+
+
+def _group_name(args) -> str | None:
+    """The process group a collective runs on: a functional op's group name (its last
+    string argument) or a c10d op's ``ProcessGroup``."""
+    import torch
+
+    for a in reversed(args):
+        if isinstance(a, str):
+            return a
+        if isinstance(a, torch.ScriptObject):       # a c10d op's boxed ProcessGroup
+            try:
+                a = torch.distributed.ProcessGroup.unbox(a)
+            except (RuntimeError, TypeError):  # pragma: no cover - another script object
+                continue
+        name = getattr(a, "group_name", None)
+        if isinstance(name, str):
+            return name
+    return None
 
 
 def _group_rank(group) -> int | None:
@@ -290,15 +330,17 @@ def _group_rank(group) -> int | None:
     return None if r < 0 else r
 
 
-def comm_counter() -> Any:
+def comm_counter(group_labels: Mapping[str, tuple[str, str]] | None = None,
+                 group_defaults: Mapping[str, tuple[str, str]] | None = None) -> Any:
     """A new collective counter (a ``TorchDispatchMode``: use it as ``with counter:``).
 
     ``counter.rows`` lists ``(layer, kind, op, bytes)``; ``counter.totals()`` sums them by
-    ``(layer, kind)``. Collectives issued under no :func:`label` are attributed to the
-    innermost module that runs them when the counter's ``track_modules()`` context is on,
-    else to ``"(unlabelled)"``.
+    ``(layer, kind)``. A collective on a process group named in ``group_labels`` is counted
+    under that ``(layer, kind)``; one issued under a :func:`label` (or a
+    :func:`labelled_module` region) under the innermost label; any other under its group's
+    entry in ``group_defaults``, else ``("(unlabelled)", op)``.
     """
-    return _counter_class()(_group_rank)
+    return _counter_class()(_group_rank, group_labels, group_defaults)
 
 
 def _active_counter() -> Any:
@@ -331,35 +373,162 @@ def label(layer: str, kind: str) -> Iterator[None]:
         counter.labels.pop()
 
 
+@functools.cache
+def _marks() -> tuple[type, type]:
+    """Identity autograd functions whose backward opens / closes a label: the backward of a
+    region runs between them (the autograd engine runs a region's nodes after its output's
+    and before its input's)."""
+    import torch
+
+    class Open(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, counter, key):
+            ctx.counter, ctx.key = counter, key
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            ctx.counter.labels.append(ctx.key)
+            return g, None, None
+
+    class Close(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, counter, key):
+            ctx.counter, ctx.key = counter, key
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            labels = ctx.counter.labels
+            for i in range(len(labels) - 1, -1, -1):
+                if labels[i] == ctx.key:
+                    del labels[i]
+                    break
+            return g, None, None
+
+    return Open, Close
+
+
+def _mark(value, fn, counter, key):
+    """``fn`` applied to every tensor that needs a gradient in ``value`` (nested in tuples,
+    lists and dicts)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn.apply(value, counter, key) if value.requires_grad else value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_mark(v, fn, counter, key) for v in value)
+    if isinstance(value, list):
+        return [_mark(v, fn, counter, key) for v in value]
+    if isinstance(value, dict):
+        return {k: _mark(v, fn, counter, key) for k, v in value.items()}
+    return value
+
+
+def labelled_module(module, key: tuple[str, str], where: str) -> None:
+    """Label the collectives of the hooks already on ``module``, forward and backward.
+
+    ``where="input"``: its forward pre-hooks (e.g. a ``PrepareModuleInput``'s input
+    redistribution); ``"output"``: its forward hooks (e.g. a ``RowwiseParallel``'s output
+    reduction). Hooks are added on both sides of the existing ones; they do nothing unless
+    a counter (:func:`comm_counter`) is active when the module runs.
+    """
+    Open, Close = _marks()
+    state: dict[str, Any] = {}
+
+    def enter(value):
+        counter = _active_counter()
+        state["counter"] = counter
+        if counter is None:
+            return value
+        counter.labels.append(key)
+        return _mark(value, Close, counter, key)
+
+    def leave(value):
+        counter = state.pop("counter", None)
+        if counter is None:
+            return value
+        if counter.labels and counter.labels[-1] == key:
+            counter.labels.pop()
+        return _mark(value, Open, counter, key)
+
+    if where == "input":
+        module.register_forward_pre_hook(lambda m, a, k: enter((a, k)), prepend=True,
+                                         with_kwargs=True)
+        module.register_forward_pre_hook(lambda m, a, k: leave((a, k)), with_kwargs=True)
+    elif where == "output":
+        module.register_forward_hook(lambda m, a, out: enter(out), prepend=True)
+        module.register_forward_hook(lambda m, a, out: leave(out))
+    else:
+        raise ValueError(f"labelled_module(where={where!r}): 'input' or 'output'")
+
+
+def labelled_call(key: tuple[str, str], fn, *args):
+    """``fn(*args)`` with its collectives labelled ``key``, forward and backward."""
+    counter = _active_counter()
+    if counter is None:
+        return fn(*args)
+    Open, Close = _marks()
+    args = _mark(args, Close, counter, key)
+    counter.labels.append(key)
+    try:
+        out = fn(*args)
+    finally:
+        counter.labels.pop()
+    return _mark(out, Open, counter, key)
+
+
 # ---------------------------------------------------------------------- memory
 class MemoryMeter:
     """One rank's memory, measured from its tensors.
 
-    Use :meth:`saving` around the forward pass: it records the storages of the tensors
-    autograd saves for the backward pass, each storage once at its full size (a saved view
-    keeps its whole storage alive; two views of one storage hold it once), parameters and
-    buffers left out (they are the model's state, not activations). The activation peak is
-    their total at the end of the forward pass, when they are all alive. Then
-    :meth:`measure` counts the parameters, gradients and optimizer state.
+    Use :meth:`saving` around the training step's passes: it records the storages of the
+    tensors autograd saves for the backward pass, each storage once at its full size (a
+    saved view keeps its whole storage alive; two views of one storage hold it once),
+    parameters and buffers left out (they are the model's state, not activations), and
+    follows them until the last saved tensor on each storage is freed. The activation peak
+    is the most bytes alive at once (a pipeline schedule's in-flight micro-batches; the end
+    of the forward pass of a plain step). Then :meth:`measure` counts the parameters,
+    gradients and optimizer state.
     """
 
     def __init__(self) -> None:
-        self._saved: dict[int, int] = {}
+        self._refs: dict[int, int] = {}
+        self._bytes: dict[int, int] = {}
+        self._now = 0
+        self._peak = 0
         self._state: set[int] = set()
+
+    def _release(self, key: int) -> None:
+        n = self._refs.get(key, 0) - 1
+        if n > 0:
+            self._refs[key] = n
+            return
+        self._refs.pop(key, None)
+        self._now -= self._bytes.pop(key, 0)
 
     @contextlib.contextmanager
     def saving(self, *modules) -> Iterator[None]:
         """Record the storages saved for backward while the block runs (the parameters and
         buffers of ``modules`` excluded)."""
+        import weakref
+
         import torch
 
-        self._state = {t.untyped_storage().data_ptr() for m in modules
-                       for t in [*m.parameters(), *m.buffers()] if t.numel()}
+        self._state = {ptr for m in modules for t in [*m.parameters(), *m.buffers()]
+                       for ptr, _ in _storages(t)}
 
         def pack(t):
-            st = t.untyped_storage()
-            if t.numel() and st.data_ptr() not in self._state:
-                self._saved[st.data_ptr()] = st.nbytes()
+            for key, nbytes in _storages(t):
+                if key in self._state:
+                    continue
+                if key not in self._refs:
+                    self._refs[key] = 0
+                    self._bytes[key] = nbytes
+                    self._now += nbytes
+                    self._peak = max(self._peak, self._now)
+                self._refs[key] += 1
+                weakref.finalize(t, self._release, key)
             return t
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -367,20 +536,41 @@ class MemoryMeter:
 
     @property
     def activation_bytes(self) -> float:
-        """The bytes of the distinct storages saved so far."""
-        return float(sum(self._saved.values()))
+        """The most bytes of saved storages alive at once so far."""
+        return float(self._peak)
 
     def measure(self, module, optimizer) -> dict[str, float]:
         """``{"parameters", "gradients", "optimizer", "activations": bytes}``."""
         import torch
 
-        params = [p for p in module.parameters()]
-        state = [v for s in optimizer.state.values() for v in s.values()
+        params = [_local(p) for p in module.parameters()]
+        grads = [_local(p.grad) for p in module.parameters() if p.grad is not None]
+        state = [_local(v) for s in optimizer.state.values() for v in s.values()
                  if isinstance(v, torch.Tensor) and v.dim() > 0]
         return {
             "parameters": float(sum(p.numel() * p.element_size() for p in params)),
-            "gradients": float(sum(p.grad.numel() * p.grad.element_size() for p in params
-                                   if p.grad is not None)),
+            "gradients": float(sum(g.numel() * g.element_size() for g in grads)),
             "optimizer": float(sum(v.numel() * v.element_size() for v in state)),
             "activations": self.activation_bytes,
         }
+
+
+def _local(t):
+    """This rank's piece of a DTensor (a plain tensor as it is)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _storages(t) -> list[tuple[int, int]]:
+    """``(data pointer, bytes)`` of the storages behind ``t``: its own, or those of the
+    plain tensors inside a wrapper subclass (a DTensor's local piece, a functional
+    collective's pending result)."""
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if not isinstance(t, torch.Tensor) or not t.numel():
+        return []
+    if is_traceable_wrapper_subclass(t):
+        names, _ = t.__tensor_flatten__()
+        return [x for n in names for x in _storages(getattr(t, n))]
+    st = t.untyped_storage()
+    return [(st.data_ptr(), st.nbytes())]

@@ -264,6 +264,8 @@ class _Stage(nn.Module):
         #: the tensor-parallel mesh when a replicated block input is checkpointed as this
         #: rank's sequence slice (Megatron-LM's distributed checkpoints), else None
         self.distribute_checkpoints = None
+        #: the audit row of the distributed checkpoints' gathers
+        self.recompute_label = ("stage", "recompute")
         base_name = "model" if family == "llama" else "transformer"
         src = getattr(hf, base_name)
         base = nn.Module()
@@ -311,7 +313,8 @@ class _Stage(nn.Module):
             layers = base.h.values()
         for layer in layers:
             if self.full_recompute and self.distribute_checkpoints is not None:
-                h = _distributed_checkpoint(layer, h, self.distribute_checkpoints, kw)
+                h = _distributed_checkpoint(layer, h, self.distribute_checkpoints, kw,
+                                            self.recompute_label)
             elif self.full_recompute:
                 h = checkpoint(layer, h, use_reentrant=False, **kw)
             else:
@@ -321,25 +324,30 @@ class _Stage(nn.Module):
         return h
 
 
-def _distributed_checkpoint(layer, h, tp_mesh, kw):
+def _distributed_checkpoint(layer, h, tp_mesh, kw, key):
     """Full recomputation of ``layer`` keeping only this rank's ``1/t`` sequence slice of
     its replicated input ``h`` (Megatron-LM's ``--distribute-saved-activations``, what the
     plan prices): the slice is all-gathered again for the recompute. The slice is
     ``Replicate -> Shard(1)`` of a DTensor, whose backward all-gathers the (replicated)
     input gradient; the gather inside is ``Shard(1) -> Replicate``, whose backward takes the
-    slice of it."""
+    slice of it. Both gathers are counted under ``key`` in an audit."""
     from torch.distributed.tensor import DTensor, Replicate, Shard
     from torch.utils.checkpoint import checkpoint
 
-    piece = DTensor.from_local(h, tp_mesh, (Replicate(),), run_check=False).redistribute(
-        tp_mesh, (Shard(1),)).to_local().clone()      # its own storage: ``h`` can go
+    from .audit import labelled_call
+
+    def cut(x):
+        return DTensor.from_local(x, tp_mesh, (Replicate(),), run_check=False).redistribute(
+            tp_mesh, (Shard(1),)).to_local().clone()      # its own storage: ``h`` can go
+
+    def gather(x):
+        return DTensor.from_local(x, tp_mesh, (Shard(1),), run_check=False).redistribute(
+            tp_mesh, (Replicate(),)).to_local()
 
     def run(x, **kwargs):
-        whole = DTensor.from_local(x, tp_mesh, (Shard(1),), run_check=False).redistribute(
-            tp_mesh, (Replicate(),)).to_local()
-        return layer(whole, **kwargs)
+        return layer(labelled_call(key, gather, x), **kwargs)
 
-    return checkpoint(run, piece, use_reentrant=False, **kw)
+    return checkpoint(run, labelled_call(key, cut, h), use_reentrant=False, **kw)
 
 
 # ====================================================================== tensor parallelism
@@ -437,6 +445,47 @@ def _tp_ends(stage: _Stage, family: str, tp_mesh, sp: bool, vocab_loss: bool,
     parallelize_module(stage, tp_mesh, plan)
 
 
+#: Per family: (block module, where, graph layer its collectives re-lay the input of). A
+#: redistribution into a module is the consumer's; a row-parallel output's reduction is
+#: its consumer's (the residual add, or GPT-2's dropout before it), as the cost model
+#: attributes a re-layout to its consumer.
+_BLOCK_LABELS = {
+    "llama": (("self_attn", "input", "self_attn.qkv_proj"),
+              ("self_attn.o_proj", "output", "attn_residual"),
+              ("mlp", "input", "mlp.gate_proj"),
+              ("mlp.down_proj", "output", "mlp_residual")),
+    "gpt2": (("attn", "input", "attn.c_attn"),
+             ("attn.c_proj", "output", "attn.resid_dropout"),
+             ("mlp", "input", "mlp.c_fc"),
+             ("mlp.c_proj", "output", "mlp.dropout")),
+}
+
+
+def _label_collectives(stage: _Stage, family: str) -> None:
+    """Name the tensor-parallel collectives of ``stage``'s modules by the graph layers the
+    plan prices them on (they count only under an active audit counter)."""
+    from .audit import labelled_module
+    base_name = "model" if family == "llama" else "transformer"
+    base = getattr(stage, base_name)
+    box = base.layers if family == "llama" else base.h
+    for i, block in box.items():
+        prefix = f"{base_name}.layers.{i}"         # the graph's block names (from_hf)
+        for path, where, layer in _BLOCK_LABELS[family]:
+            labelled_module(block.get_submodule(path), (f"{prefix}.{layer}", "transfer"),
+                            where)
+    if stage.first:
+        if family == "llama":
+            first = next(iter(box))
+            labelled_module(base.embed_tokens,
+                            (f"model.layers.{first}.input_layernorm", "transfer"), "output")
+        else:
+            for e in (base.wte, base.wpe):
+                labelled_module(e, ("transformer.embed_add", "transfer"), "output")
+    if stage.last:
+        for where in ("input", "output"):
+            labelled_module(stage.lm_head, ("lm_head", "transfer"), where)
+
+
 # ====================================================================== data parallelism
 def _data_parallel(stage: _Stage, zero: int, mesh) -> None:
     dp = mesh["dp"]
@@ -483,7 +532,9 @@ class ParallelTransformer(nn.Module):
         return self._mesh["tp"] if self._layout.t > 1 and self._layout.vocab_loss else None
 
     def _loss(self, logits, ids):
-        return causal_lm_loss(logits, ids, self._tp_mesh())
+        from .audit import labelled_call
+        return labelled_call(("loss", "transfer"),
+                             lambda x: causal_lm_loss(x, ids, self._tp_mesh()), logits)
 
     def _local_batch(self, input_ids):
         lay = self._layout
@@ -590,7 +641,8 @@ class ParallelTransformer(nn.Module):
                 if isinstance(g, DTensor):
                     g = g.full_tensor()
                 out[_original_name(name)] = self._original_layout(name, g.detach().clone())
-        if self.family == "gpt2" and "lm_head.weight" in out:
+        tied = getattr(getattr(self, "_hf_config", None), "tie_word_embeddings", True)
+        if self.family == "gpt2" and tied and "lm_head.weight" in out:
             tied = "transformer.wte.weight"
             if tied in out:
                 out.pop("lm_head.weight")
@@ -702,6 +754,8 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
                      lay.wpe_vocab)
             if rec == "full" and not lay.sequence_parallel:
                 stage.distribute_checkpoints = tp_mesh
+            stage.recompute_label = (f"stage {s}", "recompute")
+            _label_collectives(stage, family)
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:
                 stage.lm_head.weight = stage.transformer.wte.weight
         if lay.d > 1:
@@ -712,23 +766,91 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
     return out
 
 
-def runtime_hooks():
-    """What :func:`milp_parallel.runtime.verify.verify_plan` asks of a transformer plan.
+# ====================================================================== the audit
+def _tf_parallelize(module, plan, mesh, inputs):
+    return parallelize_transformer(module, plan, mesh, seq_len=int(inputs[0].shape[1]))
 
-    Raises
-    ------
-    UnsupportedProblemError
-        Always, for now: the audit harness calls ``backward`` on the loss the program
-        returns, but a pipelined plan's schedule runs the backward pass inside ``forward``,
-        and the plan's collectives are priced in seconds, not bytes per layer, so there is
-        nothing yet to compare the counted bytes with. The numerics are checked by
-        ``tests/test_runtime_transformer.py``, the memory by ``benchmarks/memory_audit.py``
-        (``docs/runtime_transformer.md``).
-    """
-    raise UnsupportedProblemError(
-        "verify_plan does not audit transformer plans (PipelinePlan) yet; run the plan with "
-        "parallelize_transformer under torchrun, and see docs/runtime_transformer.md for "
-        "the numerics tests and the memory audit at Megatron sizes")
+
+def _tf_graph(module, inputs):
+    from ..importers.hf import from_hf
+    ids = inputs[0]
+    return from_hf(module, batch_size=int(ids.shape[0]), seq_len=int(ids.shape[1]))
+
+
+def _tf_check(plan, module, inputs) -> None:
+    if len(inputs) != 1 or not isinstance(inputs[0], torch.Tensor) or inputs[0].dim() != 2:
+        raise InvalidOptionError("a transformer plan's step takes one (batch, sequence) "
+                                 "tensor of token ids; pass example_inputs=input_ids")
+    _layout(module, _family(module), plan)            # before any process is spawned
+    n = plan.micro_batch_size * plan.micro_batches * plan.data
+    if inputs[0].shape[0] != n:
+        raise InvalidOptionError(f"the plan's step takes {n} sequences; got "
+                                 f"{inputs[0].shape[0]}")
+
+
+def _tf_collectives(plan, module, inputs):
+    from ..pipeline.accounting import plan_traffic
+    _tf_check(plan, module, inputs)
+    return plan_traffic(plan, _tf_graph(module, inputs))
+
+
+def _tf_memory(plan, module, inputs, optimizer):
+    from ..pipeline.accounting import stage_memory
+    from .layout import OPTIMIZER_STATE_FACTOR
+    stages = stage_memory(plan, _tf_graph(module, inputs),
+                          optimizer_state_factor=OPTIMIZER_STATE_FACTOR[optimizer])
+    per = plan.devices // plan.pipeline
+    return [stages[r // per] for r in range(plan.devices)]
+
+
+def _tf_local_loss(y, pm):
+    """This rank's share of the global mean loss: the last stage's ranks each hold their
+    replica's mean (``d t`` of them), the others nothing."""
+    if not pm.is_last_stage:
+        return torch.zeros(())
+    return y.detach().float() / (pm._layout.d * pm._layout.t)
+
+
+def _tf_full_output(y, pm):
+    total = _tf_local_loss(y, pm).clone()
+    torch.distributed.all_reduce(total)
+    return total
+
+
+def _tf_reference_loss(out, inputs):
+    return causal_lm_loss(out.logits, inputs[0])
+
+
+def _tf_reference_output(out, inputs):
+    return causal_lm_loss(out.logits, inputs[0]).detach()
+
+
+def _tf_full_gradients(pm):
+    return pm.full_gradients()
+
+
+def _tf_group_labels(pm):
+    """The data-parallel group's collectives are the stage's gradient traffic, the
+    pipeline group's its messages; a tensor-parallel collective outside every labelled
+    region is the reduction of a replicated weight's partial gradient (a
+    sequence-parallel norm's), which the plan prices as gradient traffic too."""
+    s = pm._mesh["pp"].get_local_rank()
+    name = {k: pm._mesh[k].get_group().group_name for k in ("pp", "dp", "tp")}
+    return ({name["dp"]: (f"stage {s}", "sync"), name["pp"]: (f"stage {s}", "p2p")},
+            {name["tp"]: (f"stage {s}", "sync")})
+
+
+def runtime_hooks():
+    """What :func:`milp_parallel.runtime.verify.verify_plan` asks of a transformer plan: the
+    step is :meth:`ParallelTransformer.forward` (forward and backward), compared on its
+    loss (next-token cross-entropy of ``input_ids``) and every gradient; the collectives
+    are predicted by :func:`milp_parallel.pipeline.accounting.plan_traffic`, the memory by
+    :func:`~milp_parallel.pipeline.accounting.stage_memory`."""
+    from .verify import RuntimeHooks
+    return RuntimeHooks(_tf_parallelize, _tf_collectives, _tf_memory, _tf_local_loss,
+                        _tf_reference_loss, _tf_full_output, _tf_full_gradients,
+                        reference_output=_tf_reference_output, step_runs_backward=True,
+                        group_labels=_tf_group_labels)
 
 
 def _describe(layout: _Layout) -> Mapping[str, Any]:  # pragma: no cover - debugging aid

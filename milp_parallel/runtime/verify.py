@@ -49,11 +49,23 @@ class RuntimeHooks:
         ``(output, parallel module) -> tensor``: this rank's part of the loss (the sum over
         the ranks is ``reference_loss`` of the whole output).
     reference_loss : callable
-        ``(output) -> tensor``: the single-process loss.
+        ``(output, inputs) -> tensor``: the single-process loss.
     full_output : callable
         ``(output, parallel module) -> tensor``: the whole output on every rank.
     full_gradients : callable
-        ``(parallel module) -> {original parameter name: whole gradient}`` on every rank.
+        ``(parallel module) -> {original parameter name: whole gradient}`` on every rank
+        (the parameters it holds; the ranks' dictionaries are merged).
+    reference_output : callable, optional
+        ``(output, inputs) -> tensor``: what ``full_output`` is compared with (default: the
+        reference module's output itself).
+    step_runs_backward : bool, default False
+        The program's forward call is the whole training step (a pipeline schedule runs
+        the backward pass inside it) and returns the loss: the harness calls no
+        ``backward``, and meters the whole step.
+    group_labels : callable, optional
+        ``(parallel module) -> (fixed, defaults)``, each ``{process group name: (layer,
+        kind)}``: groups whose every collective is counted under one row, and the rows of
+        groups' collectives issued under no label (:func:`~.audit.comm_counter`).
     """
 
     parallelize: Callable
@@ -63,6 +75,9 @@ class RuntimeHooks:
     reference_loss: Callable
     full_output: Callable
     full_gradients: Callable
+    reference_output: Callable | None = None
+    step_runs_backward: bool = False
+    group_labels: Callable | None = None
 
 
 # ---------------------------------------------------------------------- layer-wise hooks
@@ -96,7 +111,7 @@ def _lw_local_loss(y, pm):
     return y.pow(2).sum() / total
 
 
-def _reference_loss(y):
+def _reference_loss(y, inputs=None):
     return y.pow(2).sum() / y.numel()
 
 
@@ -253,15 +268,20 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         mesh = init_device_mesh("cpu", (world,))
         pm = hooks.parallelize(module, plan, mesh, inputs)
         opt = _optimizer(optimizer, pm.parameters(), lr)
-        meter, counter = MemoryMeter(), comm_counter()
+        meter = MemoryMeter()
+        fixed, defaults = hooks.group_labels(pm) if hooks.group_labels else ({}, {})
+        counter = comm_counter(fixed, defaults)
         dist.barrier()
         start = time.perf_counter()
         with counter:
             # the program's own saves; the audit's loss (outside the plan) is not metered
             with meter.saving(pm, module):
                 y = pm(*inputs)
-            loss = hooks.local_loss(y, pm)
-            loss.backward()
+                if hooks.step_runs_backward:
+                    loss = hooks.local_loss(y, pm)
+            if not hooks.step_runs_backward:
+                loss = hooks.local_loss(y, pm)
+                loss.backward()
             opt.step()
         seconds = time.perf_counter() - start
         memory = meter.measure(pm, opt)
@@ -271,9 +291,9 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         dist.all_reduce(total)
         counts: list = [None] * world
         dist.all_gather_object(counts, counter.totals())
-        result = {"rank": rank, "memory": memory, "seconds": seconds}
+        result = {"rank": rank, "memory": memory, "seconds": seconds, "grads": grads}
         if rank == 0:
-            result.update(output=full_y, loss=total, grads=grads, counts=counts)
+            result.update(output=full_y, loss=total, counts=counts)
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -291,8 +311,10 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
         example_inputs,)
     ref = copy.deepcopy(module)
     out = ref(*inputs)
-    ref_loss = hooks.reference_loss(out)
+    ref_loss = hooks.reference_loss(out, inputs)
     ref_loss.backward()
+    if hooks.reference_output is not None:
+        out = hooks.reference_output(out, inputs)
     ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
     predicted = hooks.predicted_collectives(plan, module, inputs)
     memory_pred = hooks.predicted_memory(plan, module, inputs, optimizer)
@@ -303,8 +325,12 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
                    for r in range(world_size)]
     head = results[0]
     errors = {"output": _rel(head["output"], out), "loss": _rel(head["loss"], ref_loss)}
+    grads: dict = {}
+    for r in results:
+        for name, g in r["grads"].items():
+            grads.setdefault(name, g)
     for name, g in ref_grads.items():
-        errors[f"grad:{name}"] = _rel(head["grads"].get(name, torch.zeros(0)), g)
+        errors[f"grad:{name}"] = _rel(grads.get(name, torch.zeros(0)), g)
     counted: dict[tuple[str, str], float] = {}
     for per_rank in head["counts"]:
         for key, b in per_rank.items():
