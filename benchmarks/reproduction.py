@@ -959,9 +959,9 @@ _CSV_COLUMNS = {
     "solver_scaling.csv": ("case", "solver", "status", "objective", "gap", "seconds", "proof"),
     "milp_backends.csv": ("case", "solver", "variant", "presolve", "time_limit_s", "status",
                           "objective", "bound", "gap", "wall_s", "proof"),
-    "iopddl.csv": ("instance", "solver", "time_limit_s", "wall_s", "peak_rss_mib", "status",
-                   "cost", "gap", "best_contest_cost", "ratio_to_best", "uses_sentinel",
-                   "held"),
+    "iopddl.csv": ("instance", "solver", "time_limit_s", "load_s", "wall_s", "peak_rss_mib",
+                   "status", "cost", "bound", "gap", "best_contest_cost", "ratio_to_best",
+                   "uses_sentinel", "held"),
     "time_limits.csv": ("case", "solver", "limit", "status", "seconds", "overrun", "held"),
     "ddp_cpu.csv": ("model", "measured_s", "predicted_s", "simulated_s", "spread"),
 }
