@@ -25,18 +25,18 @@ Rows (``(layer, kind)`` keys):
   of its input backward); ``("stage <s>", "p2p relayout")``: their re-layouts to and from
   ``1/t`` pieces.
 
-May import: ``errors``, ``graph``, ``.blocks``, ``.space``, ``.pricing``.
+May import: ``errors``, ``graph``, ``.tensor_parallel``, ``.blocks``, ``.space``,
+``.pricing``.
 """
 
 from __future__ import annotations
-
-from typing import Mapping
 
 from ..errors import InvalidOptionError
 from ..graph import LayerGraph
 from .blocks import block_structure
 from .pricing import Transfer, _MeshPricing
-from .space import PipelineOptions
+from .space import PipelineOptions, message_counts
+from .tensor_parallel import Kind
 
 __all__ = ["plan_traffic", "counted_bytes", "stage_memory"]
 
@@ -57,8 +57,35 @@ def counted_bytes(move: Transfer, group_size: int) -> float:
     raise InvalidOptionError(f"counted_bytes: unknown collective {move.collective!r}")
 
 
+def _pricing(plan, graph: LayerGraph, options: PipelineOptions | None) -> _MeshPricing:
+    """The plan's stage shape priced under its options (no step pricer: bytes only)."""
+    o = options or getattr(plan, "options", None) or PipelineOptions()
+    return _MeshPricing(graph, None, o.precision, plan.devices // plan.pipeline, plan.tensor,
+                        plan.micro_batch_size, o.flash_attention)
+
+
+def _kind(pr: _MeshPricing, layer, name: str) -> Kind:
+    for k in pr.kinds(layer):
+        if k.name == name:
+            return k
+    raise InvalidOptionError(f"layer {layer.name!r} has no kind {name!r} at t={pr.t}; its "
+                             f"kinds: {', '.join(k.name for k in pr.kinds(layer))}")
+
+
+def _stage_kinds(pr: _MeshPricing, graph: LayerGraph, st, plan, stage) -> dict[str, Kind]:
+    """Every layer of ``stage`` (its blocks, and the layers before / after them on the first
+    / last stage) with its kind."""
+    kinds = dict(stage.kinds)
+    out = {name: _kind(pr, graph.layer(name), kinds[rest])
+           for bi in stage.blocks for rest, name in zip(st.rest, st.blocks[bi])}
+    ends = (st.pre if stage.index == 0 else ()) + \
+        (st.post if stage.index == plan.pipeline - 1 else ())
+    out.update({name: _kind(pr, graph.layer(name), kinds[name]) for name in ends})
+    return out
+
+
 class _Tally:
-    def __init__(self, pr: _MeshPricing, t: int, d: int):
+    def __init__(self, t: int, d: int):
         self.rows: dict[tuple[str, str], float] = {}
         # (size, number of groups of the stage) per group name
         self.groups = {"tp": (t, d), "d": (d, t), "dt": (d * t, 1), "pp": (1, d * t)}
@@ -100,37 +127,19 @@ def plan_traffic(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
     InvalidOptionError
         A plan whose stages do not fit the graph's blocks or kinds.
     """
-    o = options or getattr(plan, "options", None) or PipelineOptions()
+    pr = _pricing(plan, graph, options)
     st = block_structure(graph)
-    p, t, d, m, v = plan.pipeline, plan.tensor, plan.data, plan.micro_batches, plan.chunks
-    pr = _MeshPricing(graph, None, o.precision, plan.devices // p, t, plan.micro_batch_size,
-                      o.flash_attention)
-    tally = _Tally(pr, t, d)
-
-    def kind_of(layer, name: str):
-        for k in pr.kinds(layer):
-            if k.name == name:
-                return k
-        raise InvalidOptionError(f"layer {layer.name!r} has no kind {name!r} at t={t}")
-
+    p, m, v = plan.pipeline, plan.micro_batches, plan.chunks
+    tally = _Tally(plan.tensor, plan.data)
     exit_layer = graph.layer(st.blocks[0][st.exit])
-    stream = float(o.precision.activation_bytes) * plan.micro_batch_size \
+    stream = float(pr.precision.activation_bytes) * plan.micro_batch_size \
         * exit_layer.output_elements
     for stage in plan.stages:
-        s = stage.index
+        s, zero = stage.index, stage.zero
         sync_key, p2p_key = (f"stage {s}", "sync"), (f"stage {s}", "p2p")
-        kinds = dict(stage.kinds)
         full = stage.recompute == "full"
-        zero = stage.zero
-        by_name = {}
-        for bi in stage.blocks:
-            for rest, name in zip(st.rest, st.blocks[bi]):
-                by_name[name] = kind_of(graph.layer(name), kinds[rest])
-        for name in (st.pre if s == 0 else ()) + (st.post if s == p - 1 else ()):
-            by_name[name] = kind_of(graph.layer(name), kinds[name])
+        by_name = _stage_kinds(pr, graph, st, plan, stage)
         block_of = {n: bi for bi in stage.blocks for n in st.blocks[bi]}
-        per_chunk = len(stage.blocks) // v
-        first_in_chunk = {stage.blocks[r * per_chunk] for r in range(v)}
         for name, kind in by_name.items():
             layer = graph.layer(name)
             in_block = name in block_of
@@ -138,32 +147,25 @@ def plan_traffic(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
             tied = p > 1 and s == p - 1 and bool(layer.attrs.get("tied_to"))
             tally.add((name, "transfer"), pr.layer_transfers(layer, kind, zero, tied_copy=tied),
                       m, fwd_times=fwd_n, sync_key=sync_key)
+            # inputs from this stage (the previous stage's arrive as messages, below); a
+            # re-layout between blocks is recomputed with them, one into the first block not
             for i, u in enumerate(layer.inputs):
                 if u in by_name:
-                    producer, ku = graph.layer(u), by_name[u]
-                elif in_block and block_of[name] not in first_in_chunk:
-                    raise InvalidOptionError(f"layer {name!r} reads {u!r}, not on stage {s}")
-                else:
-                    continue        # the message from the previous stage (below)
-                if in_block and u in block_of and block_of[u] != block_of[name] \
-                        and block_of[name] in first_in_chunk:
-                    continue        # chunks of one stage are not consecutive blocks
-                tally.add((name, "transfer"), pr.edge_transfers(producer, i, ku, kind), m,
-                          fwd_times=fwd_n if (in_block and u in block_of) else None)
+                    tally.add((name, "transfer"),
+                              pr.edge_transfers(graph.layer(u), i, by_name[u], kind), m,
+                              fwd_times=fwd_n if u in block_of else None)
         if full:
             for bi in stage.blocks:
                 out = by_name[st.blocks[bi][st.exit]].out
                 tally.add((f"stage {s}", "recompute"), pr.recompute_transfers(stream, out), m)
-        exit_kinds = [by_name[st.blocks[b][st.exit]] for b in stage.blocks[:1]]
-        entry_kinds = [[by_name[st.blocks[stage.blocks[0]][j]] for j, _ in st.entry]]
-        n_send = v if s < p - 1 else (v - 1 if p > 1 else 0)
-        n_recv = v if s > 0 else (v - 1 if p > 1 else 0)
+        n_send, n_recv = message_counts(p, v, s)
+        first = stage.blocks[0]
         if n_send:
-            k = exit_kinds[0]
+            k = by_name[st.blocks[first][st.exit]]
             _message(tally, pr.send_transfers(stream, k.out, k.out_grad), m * n_send,
                      p2p_key)
         if n_recv:
-            ks = entry_kinds[0]
+            ks = [by_name[st.blocks[first][j]] for j, _ in st.entry]
             _message(tally, pr.recv_transfers(
                 stream, [k.ins[i] for k, (_, i) in zip(ks, st.entry)],
                 [k.in_grads[i] for k, (_, i) in zip(ks, st.entry)]), m * n_recv, p2p_key)
@@ -195,40 +197,30 @@ def stage_memory(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
         ``{"parameters", "gradients", "optimizer", "activations": bytes}`` per stage
         (activations: the rest of the peak, with the recomputation working set).
     """
-    o = options or getattr(plan, "options", None) or PipelineOptions()
+    pr = _pricing(plan, graph, options)
     st = block_structure(graph)
-    p, t = plan.pipeline, plan.tensor
-    pr = _MeshPricing(graph, None, o.precision, plan.devices // p, t, plan.micro_batch_size,
-                      o.flash_attention)
-    prec = o.precision
+    prec = pr.precision
+    # the plan's optimizer bytes are Adam's; another optimizer keeps factor / 2 of them
+    adam = float(prec.master_bytes + prec.optimizer_bytes)
+    scale = (prec.master_bytes + prec.optimizer_bytes * optimizer_state_factor / 2.0) / adam \
+        if adam > 0 else 0.0
     out = []
     for stage in plan.stages:
-        s, kinds, zero = stage.index, dict(stage.kinds), stage.zero
-        names = [(n, kinds[r]) for bi in stage.blocks for r, n in zip(st.rest, st.blocks[bi])]
-        names += [(n, kinds[n]) for n in (st.pre if s == 0 else ()) +
-                  (st.post if s == p - 1 else ())]
+        s = stage.index
         split = {"parameters": 0.0, "gradients": 0.0, "optimizer": 0.0}
         planned_state = 0.0
-        for name, kname in names:
+        for name, kind in _stage_kinds(pr, graph, st, plan, stage).items():
             layer = graph.layer(name)
-            kind = next((k for k in pr.kinds(layer) if k.name == kname), None)
-            if kind is None:
-                raise InvalidOptionError(f"layer {name!r} has no kind {kname!r} at t={t}")
-            tied = p > 1 and s == p - 1 and bool(layer.attrs.get("tied_to"))
+            tied = plan.pipeline > 1 and s == plan.pipeline - 1 and bool(
+                layer.attrs.get("tied_to"))
             n = pr._local_params(layer, kind, tied)
             if n <= 0:
                 continue
-            _, size = pr.sync_group(kind)
-            w, g, opt = prec.state_split(zero, size)
+            w, g, opt = prec.state_split(stage.zero, pr.sync_group(kind)[1])
             planned_state += n * (w + g + opt)
             split["parameters"] += n * w
             split["gradients"] += n * g
-            adam = float(prec.optimizer_bytes) / (size if zero >= 1 else 1)
-            split["optimizer"] += n * (opt - adam + adam * optimizer_state_factor / 2.0)
+            split["optimizer"] += n * opt * scale
         split["activations"] = max(float(stage.memory_bytes) - planned_state, 0.0)
         out.append(split)
     return out
-
-
-def describe_traffic(rows: Mapping[tuple[str, str], float]) -> str:  # pragma: no cover
-    return "\n".join(f"{a:<40} {b:<14} {v:>14.0f}" for (a, b), v in sorted(rows.items()))

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import SolverError
 from ..solvers.result import INFEASIBLE, OPTIMAL
 from .milp import _SparseMilp
-from .space import end_chunk_counts, in_flight_micro_batches
+from .space import end_chunk_counts, in_flight_micro_batches, message_counts
 from .stages import _RECOMPUTE_INDEX, _StageTables
 from .training_memory import pipeline_boundary_bytes
 
@@ -71,14 +71,11 @@ class _ComboProblem:
         self.send, self.recv = [], []
         for s in range(p):
             snd, rcv = np.zeros(n_out), np.zeros(n_in)
-            if s < p - 1:
-                snd += v * tables.send_table((s * Ds, (s + 1) * Ds))
-            elif v > 1 and p > 1:
-                snd += (v - 1) * tables.send_table(((p - 1) * Ds, 0))
-            if s > 0:
-                rcv += v * tables.recv_table(((s - 1) * Ds, s * Ds))
-            elif v > 1 and p > 1:
-                rcv += (v - 1) * tables.recv_table(((p - 1) * Ds, 0))
+            n_send, n_recv = message_counts(p, v, s)
+            if n_send:
+                snd += n_send * tables.send_table((s * Ds, (s + 1) % p * Ds))
+            if n_recv:
+                rcv += n_recv * tables.recv_table(((s - 1) % p * Ds, s * Ds))
             self.send.append(snd)
             self.recv.append(rcv)
         # the pre / post layers (embedding; final norm, head, loss) keep their activations

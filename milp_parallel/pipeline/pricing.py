@@ -35,7 +35,7 @@ def _weight_elements(layer) -> int:
 @dataclass(frozen=True)
 class Transfer:
     """One collective of a layer, a re-layout or a message: what is priced, and what the
-    audit counts (:mod:`.traffic`).
+    audit counts (:mod:`.accounting`).
 
     Attributes
     ----------

@@ -12,7 +12,8 @@ import numpy as np
 from ..errors import InvalidOptionError
 from .training_memory import MixedPrecision, check_recompute, check_zero
 
-__all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches", "end_chunk_counts"]
+__all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches", "end_chunk_counts",
+           "message_counts"]
 
 #: Pipeline schedules.
 SCHEDULES = ("gpipe", "1f1b")
@@ -143,6 +144,22 @@ def end_chunk_counts(schedule: str, p: int, m: int, v: int, s: int) -> tuple[int
     first = int(np.sum(chunk == 0)) if s == 0 else 0
     last = int(np.sum(chunk == v - 1)) if s == p - 1 else 0
     return first, last
+
+
+def message_counts(p: int, v: int, s: int) -> tuple[int, int]:
+    """Messages stage ``s`` sends to the next stage and receives from the previous one per
+    micro-batch, ``(sends, receives)``: one per chunk, except that the model's last chunk
+    sends none and its first receives none (with ``v`` interleaved chunks stage ``p - 1``
+    also sends to stage 0).
+
+    Examples
+    --------
+    >>> message_counts(4, 1, 0), message_counts(4, 1, 3), message_counts(4, 2, 3)
+    ((1, 0), (0, 1), (1, 2))
+    """
+    if p == 1:
+        return 0, 0
+    return (v if s < p - 1 else v - 1), (v if s > 0 else v - 1)
 
 
 def _divisors(n: int) -> list[int]:

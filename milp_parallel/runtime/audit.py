@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Mapping
 
-from ..errors import FormatError
+from ..errors import FormatError, InvalidOptionError
 from ..io import Fields, decode, encode, read_document, write_json
 
 __all__ = ["CollectiveRow", "MemoryRow", "PlanAudit", "comm_counter", "label",
@@ -380,23 +380,19 @@ def _marks() -> tuple[type, type]:
     and before its input's)."""
     import torch
 
-    class Open(torch.autograd.Function):
+    class _Mark(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, counter, key):
             ctx.counter, ctx.key = counter, key
             return x.view_as(x)
 
+    class Open(_Mark):
         @staticmethod
         def backward(ctx, g):
             ctx.counter.labels.append(ctx.key)
             return g, None, None
 
-    class Close(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, counter, key):
-            ctx.counter, ctx.key = counter, key
-            return x.view_as(x)
-
+    class Close(_Mark):
         @staticmethod
         def backward(ctx, g):
             labels = ctx.counter.labels
@@ -460,7 +456,8 @@ def labelled_module(module, key: tuple[str, str], where: str) -> None:
         module.register_forward_hook(lambda m, a, out: enter(out), prepend=True)
         module.register_forward_hook(lambda m, a, out: leave(out))
     else:
-        raise ValueError(f"labelled_module(where={where!r}): 'input' or 'output'")
+        raise InvalidOptionError(f"labelled_module(where={where!r}): expected 'input' or "
+                                 "'output'")
 
 
 def labelled_call(key: tuple[str, str], fn, *args):

@@ -822,7 +822,7 @@ def _tf_reference_loss(out, inputs):
 
 
 def _tf_reference_output(out, inputs):
-    return causal_lm_loss(out.logits, inputs[0]).detach()
+    return _tf_reference_loss(out, inputs).detach()
 
 
 def _tf_full_gradients(pm):
