@@ -264,13 +264,29 @@ def test_verify_plan_audits_a_tensor_parallel_llama():
     assert audit.max_memory_error <= 0.10, audit.memory
 
 
+def test_verify_plan_audits_sequence_parallel_saves_and_regathers():
+    # SP column linears keep their input's slice and gather it again in backward (once for
+    # q, k, v and once for gate, up), as priced: the gathers and the memory agree
+    audit, rows = _audited("llama", 2, dict(batch=4, t=2, b=1, kinds="megatron_sp"))
+    assert audit.max_rel_error <= 1e-4
+    _within(rows, [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
+                   for n in ("self_attn.qkv_proj", "mlp.gate_proj", "mlp_residual")]
+            + [("lm_head", "transfer"), ("model.layers.1.attn_residual", "transfer")])
+    assert audit.max_memory_error <= 0.10, audit.memory
+    for row in audit.memory:    # sharded weights keep sharded gradients
+        assert row.measured["gradients"] == row.predicted["gradients"]
+
+
 def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
     audit, rows = _audited("llama", 4, dict(batch=4, t=2, p=2, b=1, kinds="megatron_sp",
                                             recompute="full"))
     assert audit.max_rel_error <= 1e-4
+    # a recomputed block runs its last reduce-scatter again, as priced (no early stop)
     _within(rows, [("stage 0", "p2p"), ("stage 1", "p2p"),
                    ("model.layers.0.input_layernorm", "transfer"),
-                   ("model.layers.1.attn_residual", "transfer")])
+                   ("model.layers.1.attn_residual", "transfer"),
+                   ("model.layers.0.mlp_residual", "transfer"),
+                   ("model.layers.1.mlp_residual", "transfer")])
     assert not [k for k in rows if k[0] == "(unlabelled)"]
 
 

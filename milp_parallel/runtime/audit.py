@@ -495,6 +495,8 @@ class MemoryMeter:
         self._now = 0
         self._peak = 0
         self._state: set[int] = set()
+        #: bytes alive at the peak of :meth:`allocating`, by the op that allocated them
+        self.peak_by_op: dict[str, int] = {}
 
     def _release(self, key: int) -> None:
         n = self._refs.get(key, 0) - 1
@@ -531,9 +533,72 @@ class MemoryMeter:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             yield
 
+    @contextlib.contextmanager
+    def allocating(self, *modules) -> Iterator[None]:
+        """Follow every storage the ops allocate while the block runs (forward, backward,
+        recomputation, communication buffers, a schedule's received messages), and record the
+        most bytes alive at once, leaving out the parameters and buffers of ``modules`` and the
+        parameters' gradients (those are :meth:`measure`'s). A storage counts at its current
+        size, so one released by ``resize_(0)`` (FSDP's resharded weights) counts nothing.
+        The peak replaces :meth:`saving`'s."""
+        import weakref
+
+        import torch
+        from torch.utils._python_dispatch import (
+            TorchDispatchMode,
+            is_traceable_wrapper_subclass,
+            is_traceable_wrapper_subclass_type,
+        )
+        from torch.utils._pytree import tree_leaves
+
+        params = [p for m in modules for p in m.parameters()]
+        state = {ptr for m in modules for t in [*m.parameters(), *m.buffers()]
+                 for ptr, _ in _storages(t)}
+        live: dict[int, weakref.ref] = {}
+        meter = self
+
+        made_by: dict[int, str] = {}
+
+        def sample() -> None:
+            grads = {ptr for p in params if p.grad is not None for ptr, _ in _storages(p.grad)}
+            now, by_op = 0, {}
+            for key, ref in list(live.items()):
+                st = ref()
+                if st is None:
+                    del live[key]
+                elif key not in grads:
+                    n = st.nbytes()
+                    now += n
+                    by_op[made_by[key]] = by_op.get(made_by[key], 0) + n
+            if now > meter._peak:
+                meter._peak, meter.peak_by_op = now, by_op
+
+        class _Allocations(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if any(is_traceable_wrapper_subclass_type(t) for t in types):
+                    return NotImplemented     # a subclass's op: follow its local pieces
+                out = func(*args, **(kwargs or {}))
+                for t in tree_leaves(out):
+                    # a subclass's result holds pieces counted when they were made
+                    if isinstance(t, torch.Tensor) and t.numel() \
+                            and not is_traceable_wrapper_subclass(t):
+                        st = t.untyped_storage()
+                        key = st.data_ptr()
+                        old = live.get(key)
+                        if key not in state and (old is None or old() is None):
+                            live[key] = weakref.ref(st)
+                            made_by[key] = func.__name__
+                sample()
+                return out
+
+        self._peak = 0
+        with _Allocations():
+            yield
+
     @property
     def activation_bytes(self) -> float:
-        """The most bytes of saved storages alive at once so far."""
+        """The most bytes alive at once so far: of the step's allocations (:meth:`allocating`),
+        else of the saved storages (:meth:`saving`)."""
         return float(self._peak)
 
     def measure(self, module, optimizer) -> dict[str, float]:

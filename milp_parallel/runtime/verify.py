@@ -66,6 +66,13 @@ class RuntimeHooks:
         ``(parallel module) -> (fixed, defaults)``, each ``{process group name: (layer,
         kind)}``: groups whose every collective is counted under one row, and the rows of
         groups' collectives issued under no label (:func:`~.audit.comm_counter`).
+    activations : str, default "saved"
+        What the measured activations are, as the runtime's cost model prices them:
+        ``"saved"``, the peak of the storages autograd saves for backward
+        (:meth:`~.audit.MemoryMeter.saving`; the layer-wise model prices saved tensors
+        only), or ``"allocated"``, the peak of everything the step allocates besides the
+        model's state (:meth:`~.audit.MemoryMeter.allocating`; the transformer model
+        prices its working sets too).
     """
 
     parallelize: Callable
@@ -78,6 +85,7 @@ class RuntimeHooks:
     reference_output: Callable | None = None
     step_runs_backward: bool = False
     group_labels: Callable | None = None
+    activations: str = "saved"
 
 
 # ---------------------------------------------------------------------- layer-wise hooks
@@ -274,14 +282,21 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         dist.barrier()
         start = time.perf_counter()
         with counter:
-            # the program's own saves; the audit's loss (outside the plan) is not metered
-            with meter.saving(pm, module):
-                y = pm(*inputs)
-                if hooks.step_runs_backward:
+            # the program's own memory (the audit's loss is outside the plan)
+            if hooks.activations == "allocated":
+                with meter.allocating(pm, module):
+                    y = pm(*inputs)
                     loss = hooks.local_loss(y, pm)
-            if not hooks.step_runs_backward:
-                loss = hooks.local_loss(y, pm)
-                loss.backward()
+                    if not hooks.step_runs_backward:
+                        loss.backward()
+            else:
+                with meter.saving(pm, module):
+                    y = pm(*inputs)
+                    if hooks.step_runs_backward:
+                        loss = hooks.local_loss(y, pm)
+                if not hooks.step_runs_backward:
+                    loss = hooks.local_loss(y, pm)
+                    loss.backward()
             opt.step()
         seconds = time.perf_counter() - start
         memory = meter.measure(pm, opt)
