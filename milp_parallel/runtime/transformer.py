@@ -594,13 +594,14 @@ def _keep_grads_sharded(stage: _Stage) -> None:
             prm.register_post_accumulate_grad_hook(to_shard)
 
 
-def _sequence_parallel_saves(stage: _Stage, family: str, tp_mesh) -> None:
+def _sequence_parallel_saves(stage: _Stage, family: str, tp_mesh, *, blocks: bool) -> None:
     """:func:`_regather_in_backward` on every module whose input a sequence-parallel column
-    linear gathers (a fully recomputed block gathers it again in its recompute)."""
+    linear gathers: the head's, and the blocks' unless they are fully recomputed (the
+    recompute gathers the input again, and the block's backward uses that gather)."""
     base_name = "model" if family == "llama" else "transformer"
     base = getattr(stage, base_name)
     box = base.layers if family == "llama" else base.h
-    for i, block in box.items():
+    for i, block in (box.items() if blocks else ()):
         for path, where, layer in _BLOCK_LABELS[family]:
             if where == "input":
                 _regather_in_backward(block.get_submodule(path), tp_mesh,
@@ -684,6 +685,7 @@ class ParallelTransformer(nn.Module):
                 loss = self._loss(self.chunks[0](mb), mb)
                 (loss / lay.m).backward()
                 total += float(_local(loss.detach())) / lay.m
+            self._reduce_partial_gradients()
             return torch.tensor(total)
         losses: list = []
         kw = {}
@@ -698,9 +700,24 @@ class ParallelTransformer(nn.Module):
         # output nobody reads (the losses come through ``losses``); the plan prices only
         # the in-flight micro-batches' logits
         self._pipeline_schedule().step(*args, return_outputs=False, **kw)
+        self._reduce_partial_gradients()
         if not self.is_last_stage:
             return torch.tensor(math.nan)
         return torch.stack([_local(x.detach()).float() for x in losses]).mean()
+
+    def _reduce_partial_gradients(self) -> None:
+        """Sum the partial gradients of replicated weights used on sequence slices (the
+        SP norms') over the group, once per step after the last micro-batch, as
+        Megatron-LM does and the plan prices; left partial, every optimizer op that reads
+        one would all-reduce it again."""
+        from torch.distributed.tensor import DTensor, Partial, Replicate
+        for chunk in self.chunks:
+            for prm in chunk.parameters():
+                g = prm.grad
+                if isinstance(g, DTensor) and any(isinstance(a, Partial) for a in g.placements):
+                    prm.grad = g.redistribute(g.device_mesh,
+                                              [Replicate() if isinstance(a, Partial) else a
+                                               for a in g.placements])
 
     def _pipeline_schedule(self):
         if self._schedule is not None:
@@ -879,8 +896,8 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
                 stage.distribute_checkpoints = tp_mesh
             stage.recompute_label = (f"stage {s}", "recompute")
             _label_collectives(stage, family)
-            if lay.sequence_parallel and rec != "full":
-                _sequence_parallel_saves(stage, family, tp_mesh)
+            if lay.sequence_parallel:
+                _sequence_parallel_saves(stage, family, tp_mesh, blocks=rec != "full")
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:
                 stage.lm_head.weight = stage.transformer.wte.weight
             _keep_grads_sharded(stage)
