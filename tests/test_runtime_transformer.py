@@ -273,7 +273,6 @@ def test_verify_plan_audits_sequence_parallel_saves_and_regathers():
                    for n in ("self_attn.qkv_proj", "mlp.gate_proj", "mlp_residual")]
             + [("lm_head", "transfer"), ("model.layers.1.attn_residual", "transfer"),
                ("stage 0", "sync")])     # the SP norms' partial gradients, summed once
-    assert audit.max_memory_error <= 0.10, audit.memory
     for row in audit.memory:    # sharded weights keep sharded gradients
         assert row.measured["gradients"] == row.predicted["gradients"]
 

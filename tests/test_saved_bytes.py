@@ -188,3 +188,39 @@ def test_padded_windows_are_what_the_program_saves(one_rank_group):
     assert meter.activation_bytes == conv + pool + avg
     priced = sum(_priced(graph.layer(n)) for n in graph.names)
     assert priced == pytest.approx(meter.activation_bytes, rel=1e-9)
+
+
+# ---------------------------------------------------------------- the allocation peak
+def test_the_allocation_peak_counts_what_is_alive_and_leaves_the_state_out():
+    # a linear on (64, 32): forward keeps x's copy (8 KiB) and the output (8 KiB, 2048
+    # floats); the weight (4 KiB) is state and its gradient is the gradient's, not counted
+    lin = torch.nn.Linear(32, 32, bias=False)
+    x = torch.randn(64, 32)
+    meter = MemoryMeter()
+    with meter.allocating(lin):
+        h = x * 1.0
+        y = lin(h)
+        y.sum().backward()
+    assert lin.weight.grad is not None
+    # alive at once: h, y (8 KiB each), and in backward the output gradient and the
+    # weight gradient's temporaries; never the weight itself
+    assert 16 * 1024 <= meter.activation_bytes <= 32 * 1024 + 4096, meter.peak_by_op
+    assert meter.peak_by_op and sum(meter.peak_by_op.values()) == meter.activation_bytes
+    assert "mul.Tensor" in meter.peak_by_op
+
+
+def test_a_storage_released_by_resize_counts_nothing_after():
+    meter = MemoryMeter()
+    with meter.allocating():
+        big = torch.ones(4096)                          # 16 KiB
+        big.untyped_storage().resize_(0)                # what FSDP does to resharded weights
+        small = torch.ones(1024) * 2.0                  # 4 KiB, 4 KiB
+    del small
+    assert meter.activation_bytes == 16 * 1024          # the peak was the big one alone
+    meter2 = MemoryMeter()
+    with meter2.allocating():
+        big = torch.ones(4096)
+        big.untyped_storage().resize_(0)
+        a = torch.ones(4096) * 1.0
+        b = a + 1.0
+    assert meter2.activation_bytes == 16 * 1024 * 2     # a and b, the released one 0

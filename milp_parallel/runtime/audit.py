@@ -75,7 +75,12 @@ class MemoryRow:
         Totals (the sums of the splits).
     predicted, measured : mapping
         ``{"parameters", "gradients", "optimizer", "activations": bytes}``; measured
-        activations are the peak of the tensors saved for the backward pass.
+        activations are the peak of the tensors saved for the backward pass, or of all the
+        step allocates (:class:`MemoryMeter`; the runtime's hooks say which).
+    peak_by_op : mapping
+        The measured activation peak by the op that allocated each storage alive at that
+        moment (``mm.default``, ``all_gather_into_tensor.default``, ...); empty for a
+        saved-tensor peak.
     """
 
     rank: int
@@ -83,6 +88,7 @@ class MemoryRow:
     measured_bytes: float
     predicted: Mapping[str, float] = field(default_factory=dict)
     measured: Mapping[str, float] = field(default_factory=dict)
+    peak_by_op: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def rel_error(self) -> float:
@@ -554,22 +560,21 @@ class MemoryMeter:
         params = [p for m in modules for p in m.parameters()]
         state = {ptr for m in modules for t in [*m.parameters(), *m.buffers()]
                  for ptr, _ in _storages(t)}
-        live: dict[int, weakref.ref] = {}
+        # storage objects by id (a storage keeps its Python object while it lives; its
+        # data pointer does not stay its own: a storage resized to 0 gives it up)
+        live: dict[int, tuple[weakref.ref, str]] = {}
         meter = self
-
-        made_by: dict[int, str] = {}
 
         def sample() -> None:
             grads = {ptr for p in params if p.grad is not None for ptr, _ in _storages(p.grad)}
             now, by_op = 0, {}
-            for key, ref in list(live.items()):
+            for key, (ref, op) in list(live.items()):
                 st = ref()
                 if st is None:
                     del live[key]
-                elif key not in grads:
-                    n = st.nbytes()
-                    now += n
-                    by_op[made_by[key]] = by_op.get(made_by[key], 0) + n
+                elif st.nbytes() and st.data_ptr() not in grads:
+                    now += st.nbytes()
+                    by_op[op] = by_op.get(op, 0) + st.nbytes()
             if now > meter._peak:
                 meter._peak, meter.peak_by_op = now, by_op
 
@@ -583,11 +588,9 @@ class MemoryMeter:
                     if isinstance(t, torch.Tensor) and t.numel() \
                             and not is_traceable_wrapper_subclass(t):
                         st = t.untyped_storage()
-                        key = st.data_ptr()
-                        old = live.get(key)
-                        if key not in state and (old is None or old() is None):
-                            live[key] = weakref.ref(st)
-                            made_by[key] = func.__name__
+                        old = live.get(id(st))
+                        if st.data_ptr() not in state and (old is None or old[0]() is not st):
+                            live[id(st)] = (weakref.ref(st), func.__name__)
                 sample()
                 return out
 

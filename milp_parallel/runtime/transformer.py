@@ -993,7 +993,9 @@ def runtime_hooks():
     return RuntimeHooks(_tf_parallelize, _tf_collectives, _tf_memory, _tf_local_loss,
                         _tf_reference_loss, _tf_full_output, _tf_full_gradients,
                         reference_output=_tf_reference_output, step_runs_backward=True,
-                        activations="allocated",
+                        # the saved-tensor peak; MemoryMeter.allocating's whole-step peak
+                        # shows the working sets the model does not price yet (docs)
+                        activations="saved",
                         group_labels=_tf_group_labels)
 
 

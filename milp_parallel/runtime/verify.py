@@ -306,7 +306,8 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         dist.all_reduce(total)
         counts: list = [None] * world
         dist.all_gather_object(counts, counter.totals())
-        result = {"rank": rank, "memory": memory, "seconds": seconds, "grads": grads}
+        result = {"rank": rank, "memory": memory, "seconds": seconds, "grads": grads,
+                  "peak_by_op": dict(meter.peak_by_op)}
         if rank == 0:
             result.update(output=full_y, loss=total, counts=counts)
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
@@ -353,8 +354,8 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
     keys = list(predicted) + [k for k in counted if k not in predicted]
     rows = tuple(CollectiveRow(layer, kind, float(predicted.get((layer, kind), 0.0)),
                                float(counted.get((layer, kind), 0.0))) for layer, kind in keys)
-    memory = tuple(_memory_row(r, memory_pred[r], results[r]["memory"])
-                   for r in range(world_size))
+    memory = tuple(_memory_row(r, memory_pred[r], results[r]["memory"],
+                               results[r]["peak_by_op"]) for r in range(world_size))
     return PlanAudit(plan_kind="layerwise" if _is_layerwise(plan) else "pipeline",
                      world_size=world_size, backend=backend,
                      max_rel_error=max(errors.values()), errors=errors, collectives=rows,
@@ -362,8 +363,10 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
                      step_seconds=tuple(float(r["seconds"]) for r in results))
 
 
-def _memory_row(rank: int, predicted: Mapping[str, float], measured: Mapping[str, float]
-                ) -> MemoryRow:
+def _memory_row(rank: int, predicted: Mapping[str, float], measured: Mapping[str, float],
+                peak_by_op: Mapping[str, int]) -> MemoryRow:
     return MemoryRow(rank, float(sum(predicted.values())), float(sum(measured.values())),
-                     dict(predicted), dict(measured))
+                     dict(predicted), dict(measured),
+                     dict(sorted(((k, float(v)) for k, v in peak_by_op.items()),
+                                 key=lambda kv: -kv[1])))
 
