@@ -223,4 +223,5 @@ def test_a_storage_released_by_resize_counts_nothing_after():
         big.untyped_storage().resize_(0)
         a = torch.ones(4096) * 1.0
         b = a + 1.0
+    assert b.numel() == a.numel()
     assert meter2.activation_bytes == 16 * 1024 * 2     # a and b, the released one 0
