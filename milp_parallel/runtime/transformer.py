@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError, UnsupportedProblemError, require
+from .tp_saves import keep_grads_sharded, regather_in_backward
 
 torch = require("torch", "torch", "milp_parallel.runtime.transformer")
 nn = torch.nn
@@ -490,112 +491,8 @@ def _label_collectives(stage: _Stage, family: str) -> None:
             labelled_module(stage.lm_head, ("lm_head", "transfer"), where)
 
 
-class _Regather:
-    """A rank's slice of a gathered input, and its gather while the backward pass uses it."""
-
-    def __init__(self, mine, shape) -> None:
-        self.mine, self.shape = mine, shape
-        self.whole = None
-        self.uses = 0
-
-
-def _regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
-    """Keep only this rank's sequence slice of the input ``module`` all-gathers (a
-    sequence-parallel column linear's), and all-gather it again where the backward pass
-    needs it (the weight gradient): Megatron-LM's sequence parallelism, what the plan
-    prices. The gathered input arrives from ``module``'s input re-layout (a ``Shard(1) ->
-    Replicate`` DTensor); every tensor the forward pass saves on its storage (views of it)
-    is packed as the slice and rebuilt from the gather, counted under ``key``."""
-    import torch
-    from torch.distributed.tensor import DTensor, Replicate, Shard
-
-    from .audit import label
-
-    t = tp_mesh.size()
-    state: dict = {}
-
-    def pack(x):
-        full = state.get("full")
-        if full is None or not isinstance(x, DTensor) or \
-                _storage_key(x._local_tensor) != full[0]:
-            return x
-        loc = x._local_tensor
-        if "slice" not in state:
-            # one slice, gathered once for all the linears that read it (q, k, v; gate, up)
-            state["slice"] = _Regather(full[1].chunk(t, dim=1)[tp_mesh.get_local_rank()]
-                                       .clone(), full[1].shape)
-        state["slice"].uses += 1
-        return ("regather", state["slice"], loc.size(), loc.stride(), loc.storage_offset(),
-                x.placements, x.shape, x.stride())
-
-    def unpack(x):
-        if not (isinstance(x, tuple) and x and x[0] == "regather"):
-            return x
-        _, piece, size, stride, offset, placements, gshape, gstride = x
-        if piece.whole is None:
-            with torch.no_grad(), label(*key):
-                piece.whole = DTensor.from_local(piece.mine, tp_mesh, (Shard(1),),
-                                                 run_check=False).redistribute(
-                    tp_mesh, (Replicate(),)).to_local().contiguous().view(piece.shape)
-        whole = piece.whole
-        piece.uses -= 1
-        if piece.uses == 0:
-            piece.whole = None
-        view = whole.as_strided(size, stride, offset)
-        return DTensor.from_local(view, tp_mesh, placements, run_check=False, shape=gshape,
-                                  stride=gstride)
-
-    hooks = torch.autograd.graph.saved_tensors_hooks(pack, unpack)
-
-    def before(mod, args, kwargs):
-        x = kwargs.get("hidden_states", args[0] if args else None)
-        if isinstance(x, DTensor) and x._local_tensor.is_contiguous():
-            loc = x._local_tensor
-            state.clear()
-            state["full"] = (_storage_key(loc), loc)
-            hooks.__enter__()
-            state["on"] = True
-
-    def after(mod, args, kwargs, out):
-        if state.pop("on", False):
-            hooks.__exit__(None, None, None)
-        state.pop("full", None)     # the slice stays with the packed tensors
-
-    module.register_forward_pre_hook(before, with_kwargs=True)
-    module.register_forward_hook(after, with_kwargs=True)
-
-
-def _storage_key(t) -> int | None:
-    """The data pointer of the storage behind ``t`` (inside a pending collective's
-    result)."""
-    from .audit import _storages
-    keys = _storages(t)
-    return keys[0][0] if len(keys) == 1 else None
-
-
-def _keep_grads_sharded(stage: _Stage) -> None:
-    """Hold each sharded weight's gradient as its shard, as the plan prices it.
-
-    DTensor's embedding backward returns the whole (replicated) gradient of a
-    vocabulary-split table; taking this rank's rows of it is local (no collective), and the
-    whole one is freed at once instead of living until the optimizer step."""
-    from torch.distributed.tensor import DTensor, Replicate, Shard
-
-    def to_shard(p) -> None:
-        g = p.grad
-        if isinstance(g, DTensor) and g.placements != p.placements and all(
-                isinstance(a, Replicate) and isinstance(b, Shard)
-                for a, b in zip(g.placements, p.placements)):
-            mine = g.redistribute(p.device_mesh, p.placements).to_local().clone()
-            p.grad = DTensor.from_local(mine, p.device_mesh, p.placements, run_check=False)
-
-    for prm in stage.parameters():
-        if isinstance(prm, DTensor) and any(isinstance(a, Shard) for a in prm.placements):
-            prm.register_post_accumulate_grad_hook(to_shard)
-
-
 def _sequence_parallel_saves(stage: _Stage, family: str, tp_mesh, *, blocks: bool) -> None:
-    """:func:`_regather_in_backward` on every module whose input a sequence-parallel column
+    """:func:`.tp_saves.regather_in_backward` on every module whose input a sequence-parallel column
     linear gathers: the head's, and the blocks' unless they are fully recomputed (the
     recompute gathers the input again, and the block's backward uses that gather)."""
     base_name = "model" if family == "llama" else "transformer"
@@ -604,10 +501,10 @@ def _sequence_parallel_saves(stage: _Stage, family: str, tp_mesh, *, blocks: boo
     for i, block in (box.items() if blocks else ()):
         for path, where, layer in _BLOCK_LABELS[family]:
             if where == "input":
-                _regather_in_backward(block.get_submodule(path), tp_mesh,
+                regather_in_backward(block.get_submodule(path), tp_mesh,
                                       (f"{base_name}.layers.{i}.{layer}", "transfer"))
     if stage.last:
-        _regather_in_backward(stage.lm_head, tp_mesh, ("lm_head", "transfer"))
+        regather_in_backward(stage.lm_head, tp_mesh, ("lm_head", "transfer"))
 
 
 # ====================================================================== data parallelism
@@ -900,7 +797,7 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
                 _sequence_parallel_saves(stage, family, tp_mesh, blocks=rec != "full")
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:
                 stage.lm_head.weight = stage.transformer.wte.weight
-            _keep_grads_sharded(stage)
+            keep_grads_sharded(stage)
         if lay.d > 1:
             _data_parallel(stage, lay.zero[s], mesh)
         chunks.append(stage)
