@@ -225,3 +225,10 @@ def test_a_storage_released_by_resize_counts_nothing_after():
         b = a + 1.0
     assert b.numel() == a.numel()
     assert meter2.activation_bytes == 16 * 1024 * 2     # a and b, the released one 0
+
+
+def test_a_misspelt_activation_meter_is_named():
+    from milp_parallel.errors import InvalidOptionError
+    from milp_parallel.runtime.verify import RuntimeHooks
+    with pytest.raises(InvalidOptionError, match="'allocate'"):
+        RuntimeHooks(*[print] * 7, activations="allocate")

@@ -594,7 +594,7 @@ class MemoryMeter:
                 sample()
                 return out
 
-        self._peak = 0
+        self._peak, self.peak_by_op = 0, {}
         with _Allocations():
             yield
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 class _Regather:
     """A rank's slice of a gathered input, and its gather while the backward pass uses it."""
 
-    def __init__(self, mine, shape) -> None:
-        self.mine, self.shape = mine, shape
+    def __init__(self, mine) -> None:
+        self.mine = mine
         self.whole = None
         self.uses = 0
 
@@ -42,7 +42,7 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
         if "slice" not in state:
             # one slice, gathered once for all the linears that read it (q, k, v; gate, up)
             state["slice"] = _Regather(full[1].chunk(t, dim=1)[tp_mesh.get_local_rank()]
-                                       .clone(), full[1].shape)
+                                       .clone())
         state["slice"].uses += 1
         return ("regather", state["slice"], loc.size(), loc.stride(), loc.storage_offset(),
                 x.placements, x.shape, x.stride())
@@ -55,7 +55,7 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
             with torch.no_grad(), label(*key):
                 piece.whole = DTensor.from_local(piece.mine, tp_mesh, (Shard(1),),
                                                  run_check=False).redistribute(
-                    tp_mesh, (Replicate(),)).to_local().contiguous().view(piece.shape)
+                    tp_mesh, (Replicate(),)).to_local().contiguous()
         whole = piece.whole
         piece.uses -= 1
         if piece.uses == 0:
@@ -81,7 +81,7 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
         state.pop("full", None)     # the slice stays with the packed tensors
 
     module.register_forward_pre_hook(before, with_kwargs=True)
-    module.register_forward_hook(after, with_kwargs=True)
+    module.register_forward_hook(after, with_kwargs=True, always_call=True)
 
 
 def _storage_key(t) -> int | None:

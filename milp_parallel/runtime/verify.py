@@ -87,6 +87,11 @@ class RuntimeHooks:
     group_labels: Callable | None = None
     activations: str = "saved"
 
+    def __post_init__(self) -> None:
+        if self.activations not in ("saved", "allocated"):
+            raise InvalidOptionError(f"RuntimeHooks: activations must be 'saved' or "
+                                     f"'allocated', got {self.activations!r}")
+
 
 # ---------------------------------------------------------------------- layer-wise hooks
 def _lw_parallelize(module, plan, mesh, example_inputs):
