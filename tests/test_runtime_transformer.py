@@ -281,8 +281,11 @@ def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
     audit, rows = _audited("llama", 4, dict(batch=4, t=2, p=2, b=1, kinds="megatron_sp",
                                             recompute="full"))
     assert audit.max_rel_error <= 1e-4
-    # a recomputed block runs its last reduce-scatter again, as priced (no early stop)
-    _within(rows, [("stage 0", "p2p"), ("stage 1", "p2p"),
+    # a recomputed block runs its last reduce-scatter again, as priced (no early stop), and
+    # its SP column linears read the recomputed forward's gather (two gathers, not three)
+    _within(rows, [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
+                   for n in ("self_attn.qkv_proj", "mlp.gate_proj")]
+            + [("stage 0", "p2p"), ("stage 1", "p2p"),
                    ("model.layers.0.input_layernorm", "transfer"),
                    ("model.layers.1.attn_residual", "transfer"),
                    ("model.layers.0.mlp_residual", "transfer"),

@@ -145,7 +145,9 @@ def plan_traffic(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
             in_block = name in block_of
             fwd_n = 2.0 * m if (in_block and full) else None
             tied = p > 1 and s == p - 1 and bool(layer.attrs.get("tied_to"))
-            tally.add((name, "transfer"), pr.layer_transfers(layer, kind, zero, tied_copy=tied),
+            tally.add((name, "transfer"),
+                      pr.layer_transfers(layer, kind, zero, tied_copy=tied,
+                                         recomputed=in_block and full),
                       m, fwd_times=fwd_n, sync_key=sync_key)
             # inputs from this stage (the previous stage's arrive as messages, below); a
             # re-layout between blocks is recomputed with them, one into the first block not

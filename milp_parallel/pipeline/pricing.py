@@ -104,12 +104,13 @@ class _MeshPricing:
         return "dt", self.d * self.t
 
     # ------------------------------------------------------------------ one layer
-    def layer_costs(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False
-                    ) -> dict[str, float]:
+    def layer_costs(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False,
+                    recomputed: bool = False) -> dict[str, float]:
         """Per micro-batch (``fwd``, ``bwd``, ``zero_tau``), per iteration (``psi``),
         bytes (``state``, ``kept``, ``scores``) of one layer under one kind and ZeRO stage.
         ``tied_copy``: a tied linear on another stage than its embedding keeps (and
-        synchronizes) its own copy of the weight."""
+        synchronizes) its own copy of the weight. ``recomputed``: the layer is in a fully
+        recomputed block (its backward reads what the recomputed forward kept)."""
         t, b, pr = self.t, self.b, self.precision
         ab = float(pr.activation_bytes)
         op = layer.op
@@ -135,7 +136,8 @@ class _MeshPricing:
             dropout = layer.attrs.get("dropout", 0.0) > 0
         fwd, bwd = self.pricer.compute_seconds(op, flops, moved, score_elements=scores,
                                                attention_dropout=dropout)
-        moves = self.layer_transfers(layer, kind, zero, tied_copy=tied_copy)
+        moves = self.layer_transfers(layer, kind, zero, tied_copy=tied_copy,
+                                     recomputed=recomputed)
         comm = self.seconds(m for m in moves if m.phase == "fwd")
         fwd += comm
         bwd += self.seconds(m for m in moves if m.phase == "bwd")
@@ -147,7 +149,8 @@ class _MeshPricing:
             group, size = self.sync_group(kind)
             psi += self.pricer.optimizer_seconds(params / (size if zero >= 1 else 1))
             state = params * pr.state_bytes_per_param(zero, size)
-        kept, sc = saved_activation_bytes(layer, kind, t, b, pr, flash=self.flash)
+        kept, sc = saved_activation_bytes(layer, kind, t, b, pr, flash=self.flash,
+                                          recomputed=recomputed)
         out.update(fwd=fwd, bwd=bwd, zero_tau=zero_tau, psi=psi, state=state, kept=kept,
                    scores=sc, fwd_comm=comm,
                    grad_ws=backward_working_bytes(layer, kind, t, b, pr, flash=self.flash))
@@ -158,10 +161,17 @@ class _MeshPricing:
         w_local = w_el / self.t if kind.split_weights else float(w_el)
         return w_local if (w_el > 0 and (layer.params > 0 or tied_copy)) else 0.0
 
-    def layer_transfers(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False
-                        ) -> list[Transfer]:
+    def layer_transfers(self, layer, kind: Kind, zero: int, *, tied_copy: bool = False,
+                        recomputed: bool = False) -> list[Transfer]:
         """The collectives one layer issues under one kind and ZeRO stage (inside the
-        tensor-parallel group per micro-batch; its data-parallel gradient traffic)."""
+        tensor-parallel group per micro-batch; its data-parallel gradient traffic).
+
+        A sequence-parallel linear gathers its input in the forward pass and, since it keeps
+        only its slice, again in the backward pass (Megatron-LM's); in a fully
+        ``recomputed`` block the backward reads the recomputed forward's gathered input, so
+        the forward's gather runs twice (priced with the recomputed forward) and the
+        backward gathers nothing.
+        """
         if layer.op == "input":
             return []
         b, pr = self.b, self.precision
@@ -170,8 +180,10 @@ class _MeshPricing:
         out: list[Transfer] = []
         if kind.gathers_input:
             nb = ab * b * ins[0]
-            out += [Transfer("allgather", "tp", nb, "fwd"), Transfer("allgather", "tp", nb, "bwd"),
-                    Transfer("reducescatter", "tp", nb, "bwd")]
+            out.append(Transfer("allgather", "tp", nb, "fwd"))
+            if not recomputed:
+                out.append(Transfer("allgather", "tp", nb, "bwd"))
+            out.append(Transfer("reducescatter", "tp", nb, "bwd"))
         if kind.reduces_loss:
             tokens = b * (ins[0] // layer.input_shapes[0][-1])
             out.append(Transfer("allreduce", "tp", 3.0 * 4.0 * tokens, "fwd"))
@@ -216,7 +228,8 @@ class _MeshPricing:
         """``(K, 5)``: tau, psi, state, activation per micro-batch in flight, working set."""
         out = np.zeros((len(kinds), _N_CRIT))
         for k, kind in enumerate(kinds):
-            c = self.layer_costs(layer, kind, zero, tied_copy=tied_copy)
+            c = self.layer_costs(layer, kind, zero, tied_copy=tied_copy,
+                                 recomputed=mode == "full")
             tau = c["fwd"] + c["bwd"] + c["zero_tau"]
             act, ws = c["kept"] + c["scores"], c["grad_ws"]
             if mode == "full":

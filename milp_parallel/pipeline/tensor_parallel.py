@@ -38,7 +38,8 @@ other ops           ``R`` ``N``             same     same     same     same   re
 the "f" operator's backward all-reduce), ``row`` the row-parallel linear (the "g" operator),
 ``column_sp`` the column-parallel linear of sequence parallelism (Korthikanti et al. 2022): it
 all-gathers its sequence-split input in the forward pass and again in the backward pass (it
-keeps only its slice), and reduce-scatters its input gradient. ``vocab`` is the
+keeps only its slice; in a fully recomputed block the backward reads the recomputed
+forward's gathered input instead), and reduce-scatters its input gradient. ``vocab`` is the
 vocabulary-parallel embedding (each device holds ``V / t`` rows and outputs partial sums) and
 the vocabulary-parallel cross-entropy (three all-reduces of one number per token). Pointwise
 ops are element-wise functions, dropout and residual adds. With ``t = 1`` every layer has the

@@ -191,8 +191,8 @@ def _share(layout: str | None, t: int) -> float:
 
 
 def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
-                           precision: MixedPrecision | None = None, *, flash: bool = False
-                           ) -> tuple[float, float]:
+                           precision: MixedPrecision | None = None, *, flash: bool = False,
+                           recomputed: bool = False) -> tuple[float, float]:
     """Bytes one device keeps for the backward pass of ``layer`` under ``kind``.
 
     Parameters
@@ -206,6 +206,10 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
     precision : MixedPrecision, optional
     flash : bool
         Attention keeps no ``S x S`` tensor (a fused kernel recomputes it).
+    recomputed : bool
+        What the recomputed forward of a fully recomputed block keeps: a
+        sequence-parallel linear's gathered input, where the stored forward keeps only its
+        ``1/t`` slice and gathers it again in the backward pass.
 
     Returns
     -------
@@ -220,7 +224,7 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
     if op in ("layernorm", "rmsnorm", "elementwise", "conv", "batchnorm"):
         return a_b * ins[0] * _share(kind.ins[0], t), 0.0
     if op == "linear":
-        share = 1.0 / t if kind.gathers_input else _share(kind.ins[0], t)
+        share = 1.0 / t if kind.gathers_input and not recomputed else _share(kind.ins[0], t)
         return a_b * ins[0] * share, 0.0
     if op in ("mul", "matmul"):
         return sum(a_b * n * _share(L, t) for n, L in zip(ins, kind.ins)), 0.0
