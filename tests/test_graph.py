@@ -530,3 +530,15 @@ def test_conv_region_is_sufficient(size, k, s, p, d, groups, seed):
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
     with torch.no_grad():
         assert torch.allclose(conv(x)[box], conv(x2)[box], atol=1e-5)
+
+
+def test_a_loss_shift_needs_positions_left_to_score():
+    g = LayerGraph("shift")
+    g.input("logits", (2, 8, 16), dims="nsc")
+    for bad in (8, -1, 1.5):
+        with pytest.raises(InvalidGraphError, match="shift"):
+            g.loss(f"loss{bad}", "logits", shift=bad)
+    g.input("flat", (2, 16))
+    with pytest.raises(InvalidGraphError, match="rank"):
+        g.loss("loss_flat", "flat", shift=1)
+    assert g.layer(g.loss("loss", "logits", shift=1)).flops == 3 * 7 * 16

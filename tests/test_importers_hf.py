@@ -94,6 +94,15 @@ def test_llama_names_are_the_module_paths():
     assert g.layer("input_ids").output_shape == (1, 8)
 
 
+def test_causal_lm_losses_score_the_shifted_positions():
+    # Hugging Face's causal LMs score logits 0..S-2 against tokens 1..S-1; BERT all S
+    cfg = _configs()
+    for name, shift in (("llama", 1), ("gpt2", 1), ("bert", 0)):
+        loss = from_hf(cfg[name], batch_size=2, seq_len=8).layer("loss")
+        assert loss.attrs.get("shift", 0) == shift, name
+        assert loss.flops == 3 * (8 - shift) * 64, name
+
+
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_transformer_planner_solves_it(name):
     g = from_hf(_configs()[name], batch_size=4)

@@ -260,6 +260,8 @@ def test_verify_plan_audits_a_tensor_parallel_llama():
     _within(rows, keys + [("model.layers.0.input_layernorm", "transfer"),
                           ("model.layers.1.attn_residual", "transfer"),
                           ("lm_head", "transfer")])
+    # the vocabulary-parallel loss scores the S - 1 next tokens (three sums per token)
+    assert rows[("loss", "transfer")].predicted_bytes == rows[("loss", "transfer")].counted_bytes
     assert not [k for k in rows if k[0] == "(unlabelled)"]
     assert audit.max_memory_error <= 0.10, audit.memory
 

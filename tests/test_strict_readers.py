@@ -103,7 +103,7 @@ def _every_op_graph() -> LayerGraph:
     g.linear("qkv", "emb", 24)
     g.attention("att", "qkv", 2, kv_heads=1, head_dim=6)
     g.linear("logits", "emb", 11, tied_to="emb", bias=False)
-    g.loss("loss", "logits")
+    g.loss("loss", "logits", shift=1)
     return g
 
 

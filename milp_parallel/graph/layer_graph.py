@@ -307,8 +307,15 @@ class LayerGraph:
         """Softmax over the last dim."""
         return self.add_layer(name, "softmax", (x,))
 
-    def loss(self, name: str, x: str) -> str:
-        """Cross-entropy of logits ``x`` (classes on the last dim); output ``(N,)``."""
+    def loss(self, name: str, x: str, *, shift: int = 0) -> str:
+        """Cross-entropy of logits ``x`` (classes on the last dim); output ``(N,)``.
+
+        ``shift``: the logits ``(N, S, V)`` of positions ``0 .. S-1-shift`` are scored
+        against the targets at ``shift .. S-1`` (a causal language model that shifts its
+        labels itself, as Hugging Face's do: ``shift=1``, ``S - 1`` positions scored).
+        """
+        if shift:
+            return self.add_layer(name, "loss", (x,), shift=shift)
         return self.add_layer(name, "loss", (x,))
 
     def embedding(self, name: str, x: str, vocab: int, dim: int) -> str:

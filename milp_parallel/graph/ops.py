@@ -107,6 +107,7 @@ embedding     **vocab**, **dim**
 attention     **heads**, kv_heads (heads), head_dim (from the width), causal (true),
               dropout (0.0)
 slice         **dim**, start (0), stop (the dim's size)
+loss          shift (0; a causal LM scoring next tokens: 1)
 others        none
 ============= ==============================================================================
 """
@@ -583,7 +584,19 @@ def _infer_transpose(c: _Inference) -> _Inferred:
 
 def _infer_loss(c: _Inference) -> _Inferred:
     c.need_rank(2)
-    return c.a, (c.n,), ("n",), 0, float(3 * _prod(c.x[1:]))
+    flops = float(3 * _prod(c.x[1:]))
+    shift = c.integer("shift", 0, minimum=0)
+    if shift:
+        c.need_rank(3)
+        S = c.x[1]
+        if shift >= S:
+            raise c.error(f"shift {shift} leaves no position of the {S} to score; a causal "
+                          f"language model's is 1")
+        c.a.update(shift=shift)
+        flops *= (S - shift) / S
+    else:
+        c.a.pop("shift", None)
+    return c.a, (c.n,), ("n",), 0, flops
 
 
 def _infer_embedding(c: _Inference) -> _Inferred:
@@ -743,7 +756,8 @@ _RULES: dict[str, _OpRule] = {
                        attrs={"p": "number"}),
     "softmax": _OpRule(_elementwise_rule(3), _region_lastdim_all,
                        parallel=lambda layer: layer.dims[:-1]),
-    "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim),
+    "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim,
+                    attrs={"shift": "int"}),
     "embedding": _OpRule(_infer_embedding, _region_embedding,
                          weight_split=lambda layer: (layer.dims[-1],),
                          attrs={"vocab": "int", "dim": "int"}, required=("vocab", "dim")),

@@ -261,7 +261,7 @@ def _llama(r: _Read, batch: int, seq_len: int | None, loss: bool) -> LayerGraph:
         tied = f"{p0}embed_tokens" if c.tie_word_embeddings else None
         x = g.linear("lm_head", x, c.vocab_size, bias=False, tied_to=tied)
         if loss:
-            g.loss("loss", x)
+            g.loss("loss", x, shift=1)     # the causal LM scores S - 1 next tokens
     return g
 
 
@@ -292,7 +292,7 @@ def _gpt2(r: _Read, batch: int, seq_len: int | None, loss: bool) -> LayerGraph:
         tied = f"{p0}wte" if c.tie_word_embeddings else None
         x = g.linear("lm_head", x, c.vocab_size, bias=False, tied_to=tied)
         if loss:
-            g.loss("loss", x)
+            g.loss("loss", x, shift=1)
     return g
 
 

@@ -185,7 +185,8 @@ class _MeshPricing:
                 out.append(Transfer("allgather", "tp", nb, "bwd"))
             out.append(Transfer("reducescatter", "tp", nb, "bwd"))
         if kind.reduces_loss:
-            tokens = b * (ins[0] // layer.input_shapes[0][-1])
+            # the positions scored (a causal LM's shifted labels leave S - shift)
+            tokens = b * (ins[0] // layer.input_shapes[0][-1] - layer.attrs.get("shift", 0))
             out.append(Transfer("allreduce", "tp", 3.0 * 4.0 * tokens, "fwd"))
         params = self._local_params(layer, kind, tied_copy)
         if params > 0:
