@@ -232,3 +232,32 @@ def test_a_misspelt_activation_meter_is_named():
     from milp_parallel.runtime.verify import RuntimeHooks
     with pytest.raises(InvalidOptionError, match="'allocate'"):
         RuntimeHooks(*[print] * 7, activations="allocate")
+
+
+def test_the_regather_shows_what_it_keeps_to_the_hooks_outside(one_rank_group):
+    # regather_in_backward's saved-tensor hooks are innermost, so they must pass every saved
+    # tensor (its kept slice in place of the gathered input) on to the hooks outside them:
+    # the audit's meter sees the same bytes with and without it, the gradients agree
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    from milp_parallel.runtime.tp_saves import regather_in_backward
+    mesh = init_device_mesh("cpu", (1,))
+
+    def run(regather: bool):
+        torch.manual_seed(0)
+        block = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.Tanh())
+        parallelize_module(block, mesh, {"0": ColwiseParallel(use_local_output=False)})
+        if regather:
+            regather_in_backward(block, mesh, ("block", "transfer"))
+        x = torch.randn(2, 4, 8, requires_grad=True)
+        meter = MemoryMeter()
+        with meter.saving(block):
+            xd = DTensor.from_local(x, mesh, (Shard(1),)).redistribute(mesh, (Replicate(),))
+            block(xd).to_local().pow(2).sum().backward()
+        return meter.activation_bytes, x.grad, block[0].weight.grad.full_tensor()
+
+    plain, with_regather = run(False), run(True)
+    assert plain[0] > 0 and with_regather[0] == plain[0]
+    assert torch.equal(plain[1], with_regather[1]) and torch.equal(plain[2], with_regather[2])

@@ -10,12 +10,25 @@ from __future__ import annotations
 
 
 class _Regather:
-    """A rank's slice of a gathered input, and its gather while the backward pass uses it."""
+    """A rank's slice of a gathered input (packed by the saved-tensor hooks outside, if
+    any), and its gather while the backward pass uses it."""
 
-    def __init__(self, mine) -> None:
-        self.mine = mine
+    def __init__(self, mine, outer) -> None:
+        self.outer = outer
+        self.mine = outer[0](mine) if outer else mine
         self.whole = None
         self.uses = 0
+
+    def slice(self):
+        return self.outer[1](self.mine) if self.outer else self.mine
+
+
+def _outer_hooks():
+    """The saved-tensor hooks in force outside (an audit's meter, a user's offload): only
+    the innermost pair runs, so ours pass what they do not regather on to these."""
+    import torch
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top(False) if top is not None else None
 
 
 def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
@@ -24,7 +37,9 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
     needs it (the weight gradient): Megatron-LM's sequence parallelism, what the plan
     prices. The gathered input arrives from ``module``'s input re-layout (a ``Shard(1) ->
     Replicate`` DTensor); every tensor the forward pass saves on its storage (views of it)
-    is packed as the slice and rebuilt from the gather, counted under ``key``."""
+    is packed as the slice and rebuilt from the gather, counted under ``key``. Saved-tensor
+    hooks already in force (an audit's :meth:`.audit.MemoryMeter.saving`, a user's
+    offloading) still see every tensor saved, the slice in place of the gathered input."""
     import torch
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
@@ -34,26 +49,28 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
     state: dict = {}
 
     def pack(x):
-        full = state.get("full")
+        full, outer = state.get("full"), state.get("outer")
         if full is None or not isinstance(x, DTensor) or \
                 _storage_key(x._local_tensor) != full[0]:
-            return x
+            return ("outer", outer, outer[0](x)) if outer else x
         loc = x._local_tensor
         if "slice" not in state:
             # one slice, gathered once for all the linears that read it (q, k, v; gate, up)
             state["slice"] = _Regather(full[1].chunk(t, dim=1)[tp_mesh.get_local_rank()]
-                                       .clone())
+                                       .clone(), outer)
         state["slice"].uses += 1
         return ("regather", state["slice"], loc.size(), loc.stride(), loc.storage_offset(),
                 x.placements, x.shape, x.stride())
 
     def unpack(x):
+        if isinstance(x, tuple) and x and x[0] == "outer":
+            return x[1][1](x[2])
         if not (isinstance(x, tuple) and x and x[0] == "regather"):
             return x
         _, piece, size, stride, offset, placements, gshape, gstride = x
         if piece.whole is None:
             with torch.no_grad(), label(*key):
-                piece.whole = DTensor.from_local(piece.mine, tp_mesh, (Shard(1),),
+                piece.whole = DTensor.from_local(piece.slice(), tp_mesh, (Shard(1),),
                                                  run_check=False).redistribute(
                     tp_mesh, (Replicate(),)).to_local().contiguous()
         whole = piece.whole
@@ -72,6 +89,7 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
             loc = x._local_tensor
             state.clear()
             state["full"] = (_storage_key(loc), loc)
+            state["outer"] = _outer_hooks()
             hooks.__enter__()
             state["on"] = True
 
@@ -79,6 +97,7 @@ def regather_in_backward(module, tp_mesh, key: tuple[str, str]) -> None:
         if state.pop("on", False):
             hooks.__exit__(None, None, None)
         state.pop("full", None)     # the slice stays with the packed tensors
+        state.pop("outer", None)
 
     module.register_forward_pre_hook(before, with_kwargs=True)
     module.register_forward_hook(after, with_kwargs=True, always_call=True)
