@@ -379,3 +379,20 @@ def test_end_chunk_counts_follow_the_interleaved_warm_up():
     assert end_chunk_counts("1f1b", 1, 8, 1, 0) == (1, 1)
     # fewer micro-batches than stages: groups of m
     assert end_chunk_counts("1f1b", 4, 2, 2, 0) == (2, 0)
+
+
+def test_zero3_holds_the_gathered_units_beside_its_shards():
+    # ZeRO-3 against ZeRO-2 on the same plan: the weights are sharded over d, and while they
+    # are used a device holds two blocks' gathered weights and one block's gradients (the
+    # unit running and the one prefetched) and the layers outside the blocks gathered
+    g = gpt(1, layers=2, hidden=64, heads=4, vocab=128, seq_len=32)
+    prec = MixedPrecision()
+    kw = dict(global_batch=4, devices=2, tensor=1, pipeline=1, micro_batch_size=2,
+              memory_limit=float("inf"))
+    z2, z3 = (evaluate_configuration(g, "selene", zero=z, **kw) for z in (2, 3))
+    block = sum(g.layer(n).params for n in g.names if n.startswith("layers.0."))
+    root = sum(L.params for L in g.layers if not L.name.startswith("layers."))
+    total = g.param_count()
+    pb, gb = float(prec.param_bytes), float(prec.grad_bytes)
+    extra = -total * pb / 2 + block * (2 * pb + gb) + root * (pb + gb)
+    assert z3.stages[0].memory_bytes - z2.stages[0].memory_bytes == pytest.approx(extra)

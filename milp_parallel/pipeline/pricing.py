@@ -13,7 +13,12 @@ import numpy as np
 from ..graph import LayerGraph
 from .step_costs import StepPricer
 from .tensor_parallel import Kind, layer_kinds, relayout
-from .training_memory import MixedPrecision, backward_working_bytes, saved_activation_bytes
+from .training_memory import (
+    MixedPrecision,
+    backward_working_bytes,
+    saved_activation_bytes,
+    zero3_gathered_bytes,
+)
 
 #: The criteria of an assignment: tau, psi, state bytes, activation bytes per micro-batch,
 #: working set.
@@ -225,8 +230,12 @@ class _MeshPricing:
         return total
 
     def criteria(self, layer, kinds: Sequence[Kind], zero: int, mode: str, *,
-                 tied_copy: bool = False) -> np.ndarray:
-        """``(K, 5)``: tau, psi, state, activation per micro-batch in flight, working set."""
+                 tied_copy: bool = False, root: bool = False) -> np.ndarray:
+        """``(K, 5)``: tau, psi, state, activation per micro-batch in flight, working set.
+
+        ``root``: the layer is one of the stage's layers outside its blocks (the ZeRO-3
+        unit gathered for the whole step, :func:`.training_memory.zero3_gathered_bytes`).
+        """
         out = np.zeros((len(kinds), _N_CRIT))
         for k, kind in enumerate(kinds):
             c = self.layer_costs(layer, kind, zero, tied_copy=tied_copy,
@@ -239,6 +248,9 @@ class _MeshPricing:
             elif mode == "selective" and layer.op == "attention":
                 tau += c["fwd"] - c["fwd_comm"]
                 act, ws = c["kept"], c["scores"] + c["grad_ws"]
+            if zero == 3:
+                ws += zero3_gathered_bytes(self._local_params(layer, kind, tied_copy),
+                                           self.precision, root=root)
             out[k] = (tau, c["psi"], c["state"], act, ws)
         return out
 

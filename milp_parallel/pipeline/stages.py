@@ -197,7 +197,8 @@ class _StageTables:
         layers, kinds, preds, ex, into = self._pre_pieces()
         parts = []
         for zero in self.zeros:
-            crit = [pr.criteria(L, kinds[j], zero, "none") for j, L in enumerate(layers)]
+            crit = [pr.criteria(L, kinds[j], zero, "none", root=True)
+                    for j, L in enumerate(layers)]
             if fixed is None:
                 _, state, cr, assign = _dominance_program(crit, preds, [ex])
                 classes = list(enumerate(self.in_classes))
@@ -236,7 +237,7 @@ class _StageTables:
                       for u, i in raw[j]] for j, L in enumerate(layers)]
             for zero in self.zeros:
                 crit = [np.zeros((1, _N_CRIT))] + [
-                    pr.criteria(L, kinds[j + 1], zero, "none",
+                    pr.criteria(L, kinds[j + 1], zero, "none", root=True,
                                 tied_copy=self.multi_stage and bool(L.attrs.get("tied_to")))
                     for j, L in enumerate(layers[1:])]
                 if self.multi_stage:

@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from ..errors import InvalidOptionError
 
 __all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
-           "backward_working_bytes", "pipeline_boundary_bytes", "check_zero", "check_recompute"]
+           "backward_working_bytes", "zero3_gathered_bytes", "pipeline_boundary_bytes",
+           "check_zero", "check_recompute"]
 
 #: Per-layer recomputation choices (see the module docstring).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -184,6 +185,33 @@ class MixedPrecision:
         opt = float(self.master_bytes + self.optimizer_bytes)
         return (w / (group if zero >= 3 else 1), g / (group if zero >= 2 else 1),
                 opt / (group if zero >= 1 else 1))
+
+
+def zero3_gathered_bytes(params: float, precision: MixedPrecision | None = None, *,
+                         root: bool = False) -> float:
+    """Bytes a ZeRO-3 device holds beyond its shards for ``params`` of its own (after the
+    tensor-parallel split) while they are in use: the all-gathered weights and the
+    gradients before their reduce-scatter.
+
+    A block's weights are gathered while it runs and while the unit before it runs (its
+    all-gather is prefetched: PyTorch FSDP's documentation of ``limit_all_gathers`` holds
+    memory to "two consecutive FSDP instances (the current instance running computation and
+    the next instance whose all-gather is prefetched)"), so two blocks' weights and one
+    block's gradients are alive at once: ``2 W + G`` per block parameter. The stage's
+    ``root`` layers (embedding, final norm, head; FSDP's root unit) stay gathered from their
+    forward to their backward: ``W + G``.
+
+    Parameters
+    ----------
+    params : float
+        The layer's weights on one device before the data-parallel sharding.
+    precision : MixedPrecision, optional
+    root : bool
+        A layer outside the blocks.
+    """
+    pr = precision or MixedPrecision()
+    copies = 1.0 if root else 2.0
+    return float(params) * (copies * float(pr.param_bytes) + float(pr.grad_bytes))
 
 
 def _share(layout: str | None, t: int) -> float:
