@@ -65,10 +65,11 @@ SAVED_RULES = {
     "mul": "every input box", "matmul": "every input box",
     "attention": "input box + output tile", "loss": "input box",
     "add": "nothing", "concat": "nothing", "flatten": "nothing", "reshape": "nothing",
-    "transpose": "nothing", "slice": "nothing", "input": "nothing",
+    "transpose": "nothing", "slice": "nothing", "input": "nothing", "fanout": "nothing",
 }
 
-_NOTHING = frozenset({"add", "concat", "flatten", "reshape", "transpose", "slice", "input"})
+_NOTHING = frozenset({"add", "concat", "flatten", "reshape", "transpose", "slice", "input",
+                      "fanout"})
 
 
 def _volume(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -307,6 +307,12 @@ class LayerGraph:
         """Softmax over the last dim."""
         return self.add_layer(name, "softmax", (x,))
 
+    def fanout(self, name: str, x: str) -> str:
+        """The identity: ``x`` handed to the several layers that read it (the transformer
+        planner inserts one where a tensor has several readers, so that its re-layout is
+        priced once and its readers' gradients are summed once)."""
+        return self.add_layer(name, "fanout", (x,))
+
     def loss(self, name: str, x: str, *, shift: int = 0) -> str:
         """Cross-entropy of logits ``x`` (classes on the last dim); output ``(N,)``.
 

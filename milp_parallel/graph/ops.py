@@ -756,6 +756,7 @@ _RULES: dict[str, _OpRule] = {
                        attrs={"p": "number"}),
     "softmax": _OpRule(_elementwise_rule(3), _region_lastdim_all,
                        parallel=lambda layer: layer.dims[:-1]),
+    "fanout": _OpRule(_elementwise_rule(0), _region_same),
     "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim,
                     attrs={"shift": "int"}),
     "embedding": _OpRule(_infer_embedding, _region_embedding,

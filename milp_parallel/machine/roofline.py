@@ -106,7 +106,7 @@ OP_CLASS = {
     "loss": "vector", "pool": "vector", "adaptive_pool": "vector", "global_pool": "vector",
     "elementwise": "vector", "dropout": "vector", "add": "vector", "mul": "vector",
     "concat": "vector", "transpose": "vector",
-    "flatten": "view", "reshape": "view", "input": "none",
+    "flatten": "view", "reshape": "view", "fanout": "view", "input": "none",
 }
 
 

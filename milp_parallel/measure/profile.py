@@ -652,6 +652,8 @@ def _runner(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: s
     elif op == "concat":
         axis = layer.dims.index(a["dim"])
         fn = lambda: torch.cat(xs, dim=axis)  # noqa: E731
+    elif op == "fanout":
+        fn = lambda: xs[0]  # noqa: E731
     elif op in ("flatten", "reshape"):
         fn = lambda: xs[0].reshape(xs[0].shape[0], -1)  # noqa: E731
     elif op == "transpose":

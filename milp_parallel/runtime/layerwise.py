@@ -52,7 +52,7 @@ dist = torch.distributed
 _PLAIN_OPS = {"elementwise": None, "add": None, "mul": None, "concat": None,
               "dropout": None, "transpose": None, "matmul": None, "slice": None,
               "softmax": None, "flatten": None, "reshape": None, "global_pool": None,
-              "loss": None, "layernorm": None, "rmsnorm": None,
+              "loss": None, "layernorm": None, "rmsnorm": None, "fanout": None,
               "adaptive_pool": ("n", "c"), "embedding": ("n", "s")}
 _SLICED = {"conv", "linear", "batchnorm"}
 
