@@ -396,3 +396,46 @@ def test_zero3_holds_the_gathered_units_beside_its_shards():
     pb, gb = float(prec.param_bytes), float(prec.grad_bytes)
     extra = -total * pb / 2 + block * (2 * pb + gb) + root * (pb + gb)
     assert z3.stages[0].memory_bytes - z2.stages[0].memory_bytes == pytest.approx(extra)
+
+
+# ---------------------------------------------------------------- shared inputs (fanouts)
+def test_a_tensor_with_several_readers_gets_one_fanout_per_block():
+    from milp_parallel.models.llama import llama
+    from milp_parallel.pipeline.fanout import with_fanouts
+    g = llama(2, layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, seq_len=16)
+    f = with_fanouts(g)
+    fans = [n for n in f.names if f.layer(n).op == "fanout"]
+    assert fans == [f"layers.{i}.{n}" for i in (0, 1)
+                    for n in ("input_fanout", "add1.fanout", "mlp_norm.fanout")]
+    assert with_fanouts(f) is f and f.param_count() == g.param_count()
+    assert f.flops() == g.flops()
+    assert set(f.layer("layers.0.mlp_norm.fanout").inputs) == {"layers.0.mlp_norm"}
+    assert f.layer("layers.0.gate").inputs == f.layer("layers.0.up").inputs \
+        == ("layers.0.mlp_norm.fanout",)
+    st = block_structure(f)
+    assert st.entry == ((0, 0),) and st.rest[0] == "input_fanout"
+
+
+def test_the_gate_and_up_input_gradient_is_summed_once():
+    # Megatron's f: the two column linears' partial input gradients are added as partial
+    # sums and all-reduced once, on the fanout; the block input's readers share one copy
+    from milp_parallel.models.llama import llama
+    from milp_parallel.pipeline.accounting import counted_bytes, plan_traffic
+    from milp_parallel.pipeline.pricing import Transfer
+    g = llama(2, layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, seq_len=16)
+    plan = evaluate_configuration(g, "selene", devices=2, global_batch=2, tensor=2,
+                                  pipeline=1, micro_batch_size=2, recompute="none",
+                                  memory_limit=float("inf"))
+    kinds = dict(plan.stages[0].kinds)
+    assert kinds["mlp_norm.fanout"] == "R/P" and kinds["input_fanout"] == "R/R"
+    rows = plan_traffic(plan, g)
+    hidden = 2 * 16 * 64 * plan.options.precision.activation_bytes      # b S h bytes
+    one = counted_bytes(Transfer("allreduce", "tp", hidden, "bwd"), 2)
+    for i in (0, 1):
+        assert rows[(f"layers.{i}.mlp_norm.fanout", "transfer")] == one
+        assert (f"layers.{i}.gate", "transfer") not in rows
+        assert (f"layers.{i}.up", "transfer") not in rows
+    # the embedding's partial sums, reduced once for the block's two readers
+    assert rows[("layers.0.input_fanout", "transfer")] == one
+    assert ("layers.0.add1", "transfer") in rows        # the row linear's own reduction
+    assert rows[("layers.0.add1", "transfer")] == one

@@ -21,7 +21,7 @@ from milp_parallel.solvers.result import INFEASIBLE, OPTIMAL
 PACKAGE = Path(milp_parallel.__file__).parent
 FOLDER = PACKAGE / "pipeline"
 #: The folder's modules in the order data flows: each may import only those before it.
-ORDER = ("training_memory", "tensor_parallel", "step_costs", "blocks", "space", "result",
+ORDER = ("training_memory", "tensor_parallel", "step_costs", "blocks", "fanout", "space", "result",
          "pricing", "accounting", "dominance", "stages", "milp", "combo", "search")
 MOVED = ("tensor_parallel", "training_memory", "step_costs")
 

@@ -255,11 +255,14 @@ def _within(rows, keys, tol=0.05):
 def test_verify_plan_audits_a_tensor_parallel_llama():
     audit, rows = _audited("llama", 2, dict(batch=4, t=2, b=2))
     assert audit.plan_kind == "pipeline" and audit.max_rel_error <= 1e-4
+    # a shared input is re-laid out once and its readers' gradients summed once (the
+    # embedding's partial sums, the gate and up projections' input gradient)
     keys = [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
-            for n in ("self_attn.qkv_proj", "mlp.gate_proj", "mlp_residual")]
-    _within(rows, keys + [("model.layers.0.input_layernorm", "transfer"),
-                          ("model.layers.1.attn_residual", "transfer"),
+            for n in ("self_attn.qkv_proj", "post_attention_layernorm.fanout", "attn_residual",
+                      "mlp_residual")]
+    _within(rows, keys + [("model.layers.0.input_fanout", "transfer"),
                           ("lm_head", "transfer")])
+    assert all(r.rel_error <= 0.05 for r in audit.collectives), audit.collectives
     # the vocabulary-parallel loss scores the S - 1 next tokens (three sums per token)
     assert rows[("loss", "transfer")].predicted_bytes == rows[("loss", "transfer")].counted_bytes
     assert not [k for k in rows if k[0] == "(unlabelled)"]
@@ -274,6 +277,8 @@ def test_verify_plan_audits_sequence_parallel_saves_and_regathers():
     _within(rows, [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
                    for n in ("self_attn.qkv_proj", "mlp.gate_proj", "mlp_residual")]
             + [("lm_head", "transfer"), ("model.layers.1.attn_residual", "transfer"),
+               ("model.layers.0.attn_residual", "transfer"),
+               ("model.layers.0.input_fanout", "transfer"),
                ("stage 0", "sync")])     # the SP norms' partial gradients, summed once
     for row in audit.memory:    # sharded weights keep sharded gradients
         assert row.measured["gradients"] == row.predicted["gradients"]
@@ -291,7 +296,8 @@ def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
     _within(rows, [(f"model.layers.{i}.{n}", "transfer") for i in (0, 1)
                    for n in ("self_attn.qkv_proj", "mlp.gate_proj")]
             + [("stage 0", "p2p"), ("stage 1", "p2p"),
-                   ("model.layers.0.input_layernorm", "transfer"),
+                   ("model.layers.0.input_fanout", "transfer"),
+                   ("model.layers.0.attn_residual", "transfer"),
                    ("model.layers.1.attn_residual", "transfer"),
                    ("model.layers.0.mlp_residual", "transfer"),
                    ("model.layers.1.mlp_residual", "transfer"),

@@ -25,8 +25,8 @@ Rows (``(layer, kind)`` keys):
   of its input backward); ``("stage <s>", "p2p relayout")``: their re-layouts to and from
   ``1/t`` pieces.
 
-May import: ``errors``, ``graph``, ``.tensor_parallel``, ``.blocks``, ``.space``,
-``.pricing``.
+May import: ``errors``, ``graph``, ``.tensor_parallel``, ``.blocks``, ``.fanout``,
+``.space``, ``.pricing``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from __future__ import annotations
 from ..errors import InvalidOptionError
 from ..graph import LayerGraph
 from .blocks import block_structure
+from .fanout import with_fanouts
 from .pricing import Transfer, _MeshPricing
 from .space import PipelineOptions, message_counts
 from .tensor_parallel import Kind
@@ -127,6 +128,7 @@ def plan_traffic(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
     InvalidOptionError
         A plan whose stages do not fit the graph's blocks or kinds.
     """
+    graph = with_fanouts(graph)
     pr = _pricing(plan, graph, options)
     st = block_structure(graph)
     p, m, v = plan.pipeline, plan.micro_batches, plan.chunks
@@ -199,6 +201,7 @@ def stage_memory(plan, graph: LayerGraph, *, options: PipelineOptions | None = N
         ``{"parameters", "gradients", "optimizer", "activations": bytes}`` per stage
         (activations: the rest of the peak, with the recomputation working set).
     """
+    graph = with_fanouts(graph)
     pr = _pricing(plan, graph, options)
     st = block_structure(graph)
     prec = pr.precision

@@ -120,7 +120,7 @@ class _MeshPricing:
         ab = float(pr.activation_bytes)
         op = layer.op
         out: dict[str, float] = {}
-        if op == "input":
+        if op in ("input", "fanout"):        # a fanout runs nothing: its edges move
             return dict(fwd=0.0, bwd=0.0, zero_tau=0.0, psi=0.0, state=0.0, kept=0.0,
                         scores=0.0, fwd_comm=0.0, grad_ws=0.0)
         flops = float(layer.flops) * b / (t if kind.split_compute else 1)
@@ -266,7 +266,8 @@ class _MeshPricing:
         if fw is not None:
             out.append(Transfer(fw, "tp", nb, "fwd"))
         g = y.in_grads[index]
-        bw = relayout(g, x.out_grad) if g is not None else None
+        # a gradient joins a partial sum (a fanout's readers' summed in P) for free
+        bw = relayout(g, x.out_grad) if g is not None and x.out_grad != "P" else None
         if bw is not None:
             out.append(Transfer(bw, "tp", nb, "bwd"))
         return out

@@ -22,6 +22,7 @@ from ..machine.topology import Topology
 from .blocks import block_structure
 from .combo import _REL_TOL, _Choice, _Combo, _ComboProblem
 from .dominance import _min_program
+from .fanout import complete_fanout_kinds, with_fanouts
 from .pricing import _MeshPricing
 from .result import PipelinePlan, StagePlan
 from .space import SCHEDULES, PipelineOptions, _divisors
@@ -37,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 def _prepare(model, cluster, devices, global_batch, memory_limit):
     graph, name = load_model(model)
+    graph = with_fanouts(graph)         # a tensor read by several layers: priced once
     topo, cname = load_cluster(cluster, devices=devices)
     struct = block_structure(graph)
     B = graph.batch_size if global_batch is None else global_batch
@@ -377,6 +379,8 @@ def evaluate_configuration(model, cluster, *, global_batch: int, tensor: int, pi
             raise InvalidOptionError(f"kinds must be 'megatron', 'megatron_sp' or a mapping, "
                                      f"got {kinds!r}")
         kinds = megatron_kinds(graph, tensor, sequence_parallel=kinds == "megatron_sp")
+    elif isinstance(kinds, Mapping):
+        kinds = complete_fanout_kinds(graph, kinds, tensor, micro_batch=micro_batch_size)
     check_zero((zero,))
     check_recompute((recompute,))
     search = _Search(graph, struct, topo, pricer or StepPricer(topo), opts)

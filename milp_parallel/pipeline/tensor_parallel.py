@@ -75,7 +75,8 @@ from ..errors import InvalidOptionError
 if TYPE_CHECKING:
     from ..graph import LayerGraph
 
-__all__ = ["LAYOUTS", "Kind", "layer_kinds", "relayout", "megatron_kinds", "COLLECTIVES"]
+__all__ = ["LAYOUTS", "Kind", "layer_kinds", "relayout", "megatron_kinds", "shared_input_kind",
+           "COLLECTIVES"]
 
 #: Layout letters (see the module docstring).
 LAYOUTS = ("R", "S", "C", "N", "P")
@@ -212,6 +213,14 @@ def layer_kinds(layer, t: int, *, micro_batch: int) -> tuple[Kind, ...]:
             if L == "R" or ok[L]:
                 out.append(Kind(L, (L,), (None,), L, L, L != "R", False))
         return tuple(out)
+    if op == "fanout":
+        # where the shared copy lives / where the readers' gradients are summed
+        # (milp_parallel.pipeline.fanout)
+        for L in "RSCN":
+            if L == "R" or ok[L]:
+                for G in dict.fromkeys((L, "R", "P")):
+                    out.append(Kind(f"{L}/{G}", (L,), (G,), L, G, False, False))
+        return tuple(out)
     if op == "loss":
         if layer.input_shapes[0][-1] % t == 0 and len(layer.input_shapes[0]) >= 2:
             out.append(Kind("vocab", ("C",), ("C",), "R", "R", True, False,
@@ -304,8 +313,38 @@ def megatron_kinds(graph: LayerGraph, t: int, *, sequence_parallel: bool = False
             k, lay = "C", "C"
         elif L.op in ("elementwise", "dropout", "add", "mul", "layernorm", "rmsnorm"):
             k, lay = rep, rep
+        elif L.op == "fanout":      # the shared copy; its kind from its readers' below
+            k, lay = None, (rep if src[0] == "P" else src[0])
         else:
             k, lay = "R", "R"
         out[L.name] = k
         layout[L.name] = lay
+    readers: dict[str, list] = {}
+    for L in graph.layers:
+        for i, u in enumerate(L.inputs):
+            if out[u] is None:
+                ks = {k.name: k for k in layer_kinds(L, t, micro_batch=t)}
+                readers.setdefault(u, []).append((ks[out[L.name]], i))
+    out.update({u: shared_input_kind(rs) for u, rs in readers.items()})
     return out
+
+
+def shared_input_kind(readers) -> str:
+    """The fanout kind ``L/G`` (:mod:`.fanout`) a program runs for readers of these kinds
+    (``(reader kind, input index)`` pairs): the readers' common input layout (``R``, from
+    which every layout is a free slice, when they differ), and their common gradient layout
+    (``P`` when they differ: every gradient joins a partial sum for free, and the sum is
+    re-laid out once).
+
+    Examples
+    --------
+    >>> col = Kind("column", ("R",), ("P",), "C", "C")
+    >>> norm = Kind("R", ("R",), ("R",), "R", "R")
+    >>> shared_input_kind([(col, 0), (col, 0)]), shared_input_kind([(norm, 0), (col, 0)])
+    ('R/P', 'R/P')
+    """
+    ins = {k.ins[i] for k, i in readers}
+    grads = {k.in_grads[i] for k, i in readers} - {None}
+    L = ins.pop() if len(ins) == 1 else "R"
+    G = grads.pop() if len(grads) == 1 else ("P" if grads else L)
+    return f"{L}/{G}"

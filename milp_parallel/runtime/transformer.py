@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError, UnsupportedProblemError, require
+from .megatron_layouts import expected_kinds
 from .tp_saves import keep_grads_sharded, regather_in_backward
 
 torch = require("torch", "torch", "milp_parallel.runtime.transformer")
@@ -70,50 +71,6 @@ _SELECTIVE_ATTENTION = "milp_parallel_checkpointed_sdpa"
 
 
 # ====================================================================== the plan's layout
-def expected_kinds(model_type: str, t: int, *, sequence_parallel: bool, vocab_loss: bool = True
-                   ) -> dict[str, str]:
-    """The kinds the runtime runs, by graph layer name (block layers block-relative).
-
-    Parameters
-    ----------
-    model_type : {"llama", "gpt2"}
-    t : int
-        Tensor-parallel size (``1``: ``N`` everywhere).
-    sequence_parallel : bool
-        Norms, dropouts and residual adds sequence-split (``S``) rather than replicated.
-    vocab_loss : bool
-        Vocabulary-parallel cross-entropy (else the logits are gathered, ``R``).
-
-    Examples
-    --------
-    >>> expected_kinds("llama", 2, sequence_parallel=False)["self_attn.qkv_proj"]
-    'column'
-    """
-    rep = "S" if sequence_parallel else "R"
-    col = "column_sp" if sequence_parallel else "column"
-    if model_type == "llama":
-        block = {"input_layernorm": rep, "self_attn.qkv_proj": col, "self_attn.core": "head",
-                 "self_attn.o_proj": "row", "attn_residual": rep,
-                 "post_attention_layernorm": rep, "mlp.gate_proj": col, "mlp.act_fn": "C",
-                 "mlp.up_proj": col, "mlp.mul": "C", "mlp.down_proj": "row",
-                 "mlp_residual": rep}
-        pre = {"input_ids": "R", "model.embed_tokens": "vocab"}
-        post = {"model.norm": rep, "lm_head": col}
-    else:
-        block = {"ln_1": rep, "attn.c_attn": col, "attn.core": "head", "attn.c_proj": "row",
-                 "attn.resid_dropout": rep, "attn_residual": rep, "ln_2": rep,
-                 "mlp.c_fc": col, "mlp.act": "C", "mlp.c_proj": "row", "mlp.dropout": rep,
-                 "mlp_residual": rep}
-        pre = {"input_ids": "R", "position_ids": "R", "transformer.wte": "vocab",
-               "transformer.wpe": "vocab", "transformer.embed_add": rep,
-               "transformer.drop": rep}
-        post = {"transformer.ln_f": rep, "lm_head": col}
-    out = {**pre, **block, **post, "loss": "vocab" if vocab_loss else "R"}
-    if t == 1:
-        return {k: "N" for k in out}
-    return out
-
-
 @dataclass(frozen=True)
 class _Layout:
     """What the runtime reads from a plan: sizes, stages' chunks and their settings."""
@@ -169,7 +126,8 @@ def _layout(module, family: str, plan) -> _Layout:
         if family == "gpt2" and t > 1 and k.get("transformer.wpe") == "R":
             want["transformer.wpe"] = "R"       # a replicated position table: sliced with SP
             wpe_vocab = False
-        for name, kind in k.items():
+        # a fanout's kind follows its readers': name a reader first
+        for name, kind in sorted(k.items(), key=lambda item: item[0].endswith("fanout")):
             if name in want and want[name] != kind:
                 raise UnsupportedProblemError(
                     f"stage {s.index}: layer {name!r} has kind {kind!r}; the runtime runs "
@@ -455,6 +413,8 @@ def _tp_ends(stage: _Stage, family: str, tp_mesh, sp: bool, vocab_loss: bool,
 #: its consumer's (the residual add, or GPT-2's dropout before it), as the cost model
 #: attributes a re-layout to its consumer.
 _BLOCK_LABELS = {
+    # the MLP's input: the SP gate projection's gathers (shared with the up projection), or
+    # the gradient sum of the shared input (the fanout's, relabelled without SP)
     "llama": (("self_attn", "input", "self_attn.qkv_proj"),
               ("self_attn.o_proj", "output", "attn_residual"),
               ("mlp", "input", "mlp.gate_proj"),
@@ -466,7 +426,7 @@ _BLOCK_LABELS = {
 }
 
 
-def _label_collectives(stage: _Stage, family: str) -> None:
+def _label_collectives(stage: _Stage, family: str, *, sequence_parallel: bool) -> None:
     """Name the tensor-parallel collectives of ``stage``'s modules by the graph layers the
     plan prices them on (they count only under an active audit counter)."""
     from .audit import labelled_module
@@ -476,13 +436,15 @@ def _label_collectives(stage: _Stage, family: str) -> None:
     for i, block in box.items():
         prefix = f"{base_name}.layers.{i}"         # the graph's block names (from_hf)
         for path, where, layer in _BLOCK_LABELS[family]:
+            if layer == "mlp.gate_proj" and not sequence_parallel:
+                layer = "post_attention_layernorm.fanout"
             labelled_module(block.get_submodule(path), (f"{prefix}.{layer}", "transfer"),
                             where)
     if stage.first:
         if family == "llama":
             first = next(iter(box))
             labelled_module(base.embed_tokens,
-                            (f"model.layers.{first}.input_layernorm", "transfer"), "output")
+                            (f"model.layers.{first}.input_fanout", "transfer"), "output")
         else:
             for e in (base.wte, base.wpe):
                 labelled_module(e, ("transformer.embed_add", "transfer"), "output")
@@ -792,7 +754,7 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
             if rec == "full" and not lay.sequence_parallel:
                 stage.distribute_checkpoints = tp_mesh
             stage.recompute_label = (f"stage {s}", "recompute")
-            _label_collectives(stage, family)
+            _label_collectives(stage, family, sequence_parallel=lay.sequence_parallel)
             if lay.sequence_parallel:
                 _sequence_parallel_saves(stage, family, tp_mesh, blocks=rec != "full")
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:

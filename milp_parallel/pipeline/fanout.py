@@ -1,0 +1,105 @@
+"""Tensors read by several layers, priced once: the planner's ``fanout`` layers.
+
+A tensor that several layers read (a block's input: its first norm and its residual add; a
+norm's output: a gated MLP's gate and up projections) is re-laid out once for all its
+readers, and their gradients are summed once before the sum is re-laid out back: Megatron-LM's
+``f`` operator is one all-reduce for the gate and up projections together, not one each.
+Priced edge by edge, every reader would pay its own re-layout. :func:`with_fanouts` inserts a
+``fanout`` layer (the identity) between such a tensor and its readers, whose kind ``L/G``
+says where the shared copy lives (layout ``L``: one forward re-layout from the producer) and
+where the readers' gradients are summed (layout ``G``: each reader's gradient re-laid out to
+``G``, the sum re-laid out once to the producer's). ``G = P`` sums partial gradients as they
+are, which every layout can join for free; pairwise, this is exact.
+
+Names: ``<producer>.fanout`` for a tensor made inside a block (or outside the blocks), and
+``<prefix>layers.<i>.input_fanout`` for block ``i``'s input, so that every block keeps its
+own copy and all blocks stay alike.
+
+May import: ``graph``, ``.blocks``, ``.tensor_parallel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..graph import LayerGraph
+from .blocks import _BLOCK_RE
+from .tensor_parallel import layer_kinds, shared_input_kind
+
+__all__ = ["with_fanouts", "complete_fanout_kinds"]
+
+
+def _readers(graph: LayerGraph) -> dict[str, list[tuple[str, int]]]:
+    out: dict[str, list[tuple[str, int]]] = {n: [] for n in graph.names}
+    for L in graph.layers:
+        for i, u in enumerate(L.inputs):
+            out[u].append((L.name, i))
+    return out
+
+
+def _block_of(name: str) -> tuple[str, str] | None:
+    m = _BLOCK_RE.match(name)
+    return (m["prefix"], m["index"]) if m else None
+
+
+def _fanout_name(producer: str, readers: Sequence[tuple[str, int]]) -> str:
+    """A block's input gets its block's fanout; any other tensor its producer's."""
+    blocks = {_block_of(r) for r, _ in readers}
+    if len(blocks) == 1 and None not in blocks and _block_of(producer) not in blocks:
+        prefix, index = blocks.pop()
+        return f"{prefix}.{index}.input_fanout"
+    return f"{producer}.fanout"
+
+
+def with_fanouts(graph: LayerGraph) -> LayerGraph:
+    """``graph`` with a ``fanout`` layer between every tensor read by several layers and its
+    readers (the graph itself when there is none, or it has them already).
+
+    The loss, inputs and token ids are left alone (a token-id input read by several
+    embeddings moves nothing).
+
+    Examples
+    --------
+    >>> from milp_parallel.models.gpt import gpt
+    >>> g = with_fanouts(gpt(1, layers=2, hidden=64, heads=4, vocab=128, seq_len=32))
+    >>> [n for n in g.names if g.layer(n).op == "fanout"][:3]
+    ['layers.0.input_fanout', 'layers.0.add1.fanout', 'layers.1.input_fanout']
+    """
+    readers = _readers(graph)
+    shared = {u: rs for u, rs in readers.items()
+              if len(rs) > 1 and graph.layer(u).op != "input"}
+    if not shared or any(L.op == "fanout" for L in graph.layers):
+        return graph
+    out = LayerGraph(graph.name)
+    rename: dict[tuple[str, int], str] = {}
+    for L in graph.layers:
+        out.add_layer(L.name, L.op, [rename.get((L.name, i), u) for i, u in
+                                     enumerate(L.inputs)], **dict(L.attrs))
+        rs = shared.get(L.name)
+        if rs:
+            f = out.fanout(_fanout_name(L.name, rs), L.name)
+            rename.update({r: f for r in rs})
+    return out
+
+
+def complete_fanout_kinds(graph: LayerGraph, kinds: Mapping[str, str], t: int, *,
+                          micro_batch: int) -> dict[str, str]:
+    """``kinds`` (by layer name, for a graph without fanouts) with the kind of every fanout
+    of ``graph`` that it leaves out: :func:`shared_input_kind` of its readers' kinds."""
+    out = dict(kinds)
+    if t == 1:
+        return {**{L.name: "N" for L in graph.layers if L.op == "fanout"}, **out}
+    readers = _readers(graph)
+    for L in graph.layers:
+        if L.op != "fanout" or L.name in out:
+            continue
+        rs = []
+        for r, i in readers[L.name]:
+            name = out.get(r)
+            ks = {k.name: k for k in layer_kinds(graph.layer(r), t, micro_batch=micro_batch)}
+            if name not in ks:
+                break
+            rs.append((ks[name], i))
+        else:
+            out[L.name] = shared_input_kind(rs)
+    return out
