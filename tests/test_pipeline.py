@@ -439,3 +439,26 @@ def test_the_gate_and_up_input_gradient_is_summed_once():
     assert rows[("layers.0.input_fanout", "transfer")] == one
     assert ("layers.0.add1", "transfer") in rows        # the row linear's own reduction
     assert rows[("layers.0.add1", "transfer")] == one
+
+
+def test_pruned_fanout_kinds_keep_every_non_dominated_block(monkeypatch):
+    # a fanout costs only its re-layouts, so the kinds never cheapest for any neighbours'
+    # are dropped before the block program: the non-dominated blocks are the same
+    from milp_parallel.models.llama import llama
+    from milp_parallel.pipeline.fanout import with_fanouts
+    g = with_fanouts(llama(2, layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128,
+                           seq_len=16))
+    pr = _MeshPricing(g, StepPricer(clusters.get("selene")), MixedPrecision(), 4, 2, 2, False)
+    args = (g, block_structure(g), pr, (1, 3), ("none", "full"), False)
+    pruned = _StageTables(*args)
+    monkeypatch.setattr(_StageTables, "_prune_fanout_kinds", lambda self: None)
+    full = _StageTables(*args)
+    n_pruned = sum(len(k) for k in pruned.block_kinds)
+    assert n_pruned < sum(len(k) for k in full.block_kinds)
+
+    def front(T):
+        c = np.column_stack([T.block.crit, T.block.wrap, T.block.zero, T.block.mode])
+        return np.unique(np.round(c, 12), axis=0)
+
+    a, b = front(pruned), front(full)
+    assert a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=0)

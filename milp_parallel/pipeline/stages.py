@@ -70,6 +70,8 @@ class _StageTables:
         pos = {L.name: j for j, L in enumerate(blk)}
         self._block_preds_raw = [[(pos[u], i) for i, u in enumerate(L.inputs) if u in pos]
                                  for L in blk]
+        if fixed is None:
+            self._prune_fanout_kinds()
         self.entry_layers = [blk[j] for j, _ in struct.entry]
         self.exit_layer = blk[struct.exit]
         # classes: block input consumers' kinds, block output kind
@@ -88,6 +90,34 @@ class _StageTables:
         self.block = self._block_points()
         self.pre = self._pre_points()
         self.post = self._post_points()
+
+    def _prune_fanout_kinds(self) -> None:
+        """Keep, of each fanout inside the block (its producer and readers there), the
+        kinds that are the cheapest for some kinds of its neighbours: such a fanout costs
+        nothing but its re-layouts inside the block time, so the others are never in an
+        optimum (exact; ties keep the first)."""
+        blk, kinds, pr = self.block_layers, self.block_kinds, self.pricing
+        weights = sorted({2.0 if m == "full" else 1.0 for m in self.modes})
+        for j, L in enumerate(blk):
+            preds = self._block_preds_raw[j]
+            readers = [(r, i) for r, ps in enumerate(self._block_preds_raw)
+                       for u, i in ps if u == j]
+            # (not the block's input: its re-layout in is weighed against the first block's
+            # and the others' differently for each number of blocks of a stage)
+            if L.op != "fanout" or not preds or not readers or len(kinds[j]) < 2:
+                continue
+            intos = [pr.edge(blk[preds[0][0]], L, 0, kinds[preds[0][0]], kinds[j])]
+            outs = [pr.edge(L, blk[r], i, kinds[j], kinds[r]) for r, i in readers]
+            keep: set[int] = set()
+            for w, into in itertools.product(weights, intos):
+                # total[a, f, r_1, ..., r_k]: producer kind a, fanout kind f, reader kinds
+                total = (w * into[0] + into[1]).reshape(into[0].shape + (1,) * len(outs))
+                for n, (fw, bw) in enumerate(outs):
+                    shape = [1, fw.shape[0]] + [1] * len(outs)
+                    shape[2 + n] = fw.shape[1]
+                    total = total + (w * fw + bw).reshape(shape)
+                keep |= set(np.unique(np.argmin(total, axis=1)).tolist())
+            kinds[j] = tuple(k for f, k in enumerate(kinds[j]) if f in keep)
 
     # ------------------------------------------------------------------ constants
     def stage_constants(self, zero: int) -> tuple[float, float]:

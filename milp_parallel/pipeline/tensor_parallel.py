@@ -216,9 +216,9 @@ def layer_kinds(layer, t: int, *, micro_batch: int) -> tuple[Kind, ...]:
     if op == "fanout":
         # where the shared copy lives / where the readers' gradients are summed
         # (milp_parallel.pipeline.fanout)
-        for L in "RSCN":
+        for L in "RSN":
             if L == "R" or ok[L]:
-                for G in dict.fromkeys((L, "R", "P")):
+                for G in dict.fromkeys((L, "P")):
                     out.append(Kind(f"{L}/{G}", (L,), (G,), L, G, False, False))
         return tuple(out)
     if op == "loss":
