@@ -26,6 +26,8 @@ Step time (seconds per iteration)
 ---------------------------------
 ``t_s`` is device ``s``'s time per micro-batch: forward, backward and recomputed forward of
 its layers (compute and the collectives inside their groups), the re-layouts between layers
+(a tensor with several readers is re-laid out once and their gradients are summed once: the
+``fanout`` layers :func:`.fanout.with_fanouts` inserts, whose kind is part of the assignment)
 and the point-to-point messages to the next stage (forward activation, backward gradient;
 Megatron-LM's scatter/gather: each of the ``t`` devices sends ``1/t``); ``y_s`` its work once
 per iteration: the data-parallel gradient reduction (bucketed: bandwidth per layer, latency
@@ -77,9 +79,11 @@ module                 what it holds
 ``tensor_parallel``    the split kinds of every layer, re-layouts, Megatron-LM's kinds
 ``step_costs``         seconds of compute, collectives, messages, optimizer (StepPricer)
 ``blocks``             the repeated blocks of a graph (:func:`block_structure`)
+``fanout``             a tensor with several readers, re-laid out once (``with_fanouts``)
 ``space``              the declared space (:class:`PipelineOptions`), in-flight counts
 ``result``             :class:`PipelinePlan` and :class:`StagePlan`
 ``pricing``            one stage shape's per-layer criteria, re-layouts and messages
+``accounting``         a plan's bytes by layer and its memory split, in the audit's units
 ``dominance``          the dominance and min-sum programs over a group of layers
 ``stages``             one stage shape's non-dominated block / pre / post assignments
 ``milp``               a small sparse MILP solved by ``solvers.milp.highs.run_highs``
@@ -128,5 +132,5 @@ from .stages import _StageTables as _StageTables
 from .tensor_parallel import megatron_kinds
 
 __all__ = ["solve_pipeline", "evaluate_configuration", "PipelineOptions", "PipelinePlan",
-           "StagePlan", "BlockStructure", "block_structure", "SCHEDULES", "megatron_kinds",
-           "in_flight_micro_batches"]
+           "StagePlan", "BlockStructure", "block_structure", "SCHEDULES",
+           "megatron_kinds", "in_flight_micro_batches"]
