@@ -15,18 +15,20 @@ Names: ``<producer>.fanout`` for a tensor made inside a block (or outside the bl
 ``<prefix>layers.<i>.input_fanout`` for block ``i``'s input, so that every block keeps its
 own copy and all blocks stay alike.
 
-May import: ``graph``, ``.blocks``, ``.tensor_parallel``.
+Their kinds are :func:`.tensor_parallel.layer_kinds`'; in a given configuration, its readers'
+(:func:`.tensor_parallel.complete_fanout_kinds`).
+
+May import: ``graph``, ``.blocks``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..graph import LayerGraph
 from .blocks import _BLOCK_RE
-from .tensor_parallel import layer_kinds, shared_input_kind
 
-__all__ = ["with_fanouts", "complete_fanout_kinds"]
+__all__ = ["with_fanouts"]
 
 
 def _readers(graph: LayerGraph) -> dict[str, list[tuple[str, int]]]:
@@ -55,8 +57,7 @@ def with_fanouts(graph: LayerGraph) -> LayerGraph:
     """``graph`` with a ``fanout`` layer between every tensor read by several layers and its
     readers (the graph itself when there is none, or it has them already).
 
-    The loss, inputs and token ids are left alone (a token-id input read by several
-    embeddings moves nothing).
+    Inputs are left alone (token ids read by several embeddings move nothing).
 
     Examples
     --------
@@ -79,27 +80,4 @@ def with_fanouts(graph: LayerGraph) -> LayerGraph:
         if rs:
             f = out.fanout(_fanout_name(L.name, rs), L.name)
             rename.update({r: f for r in rs})
-    return out
-
-
-def complete_fanout_kinds(graph: LayerGraph, kinds: Mapping[str, str], t: int, *,
-                          micro_batch: int) -> dict[str, str]:
-    """``kinds`` (by layer name, for a graph without fanouts) with the kind of every fanout
-    of ``graph`` that it leaves out: :func:`shared_input_kind` of its readers' kinds."""
-    out = dict(kinds)
-    if t == 1:
-        return {**{L.name: "N" for L in graph.layers if L.op == "fanout"}, **out}
-    readers = _readers(graph)
-    for L in graph.layers:
-        if L.op != "fanout" or L.name in out:
-            continue
-        rs = []
-        for r, i in readers[L.name]:
-            name = out.get(r)
-            ks = {k.name: k for k in layer_kinds(graph.layer(r), t, micro_batch=micro_batch)}
-            if name not in ks:
-                break
-            rs.append((ks[name], i))
-        else:
-            out[L.name] = shared_input_kind(rs)
     return out

@@ -22,13 +22,13 @@ from ..machine.topology import Topology
 from .blocks import block_structure
 from .combo import _REL_TOL, _Choice, _Combo, _ComboProblem
 from .dominance import _min_program
-from .fanout import complete_fanout_kinds, with_fanouts
+from .fanout import with_fanouts
 from .pricing import _MeshPricing
 from .result import PipelinePlan, StagePlan
 from .space import SCHEDULES, PipelineOptions, _divisors
 from .stages import _StageTables
 from .step_costs import StepPricer
-from .tensor_parallel import megatron_kinds
+from .tensor_parallel import complete_fanout_kinds, megatron_kinds
 from .training_memory import check_recompute, check_zero
 
 __all__ = ["solve_pipeline", "evaluate_configuration"]

@@ -106,10 +106,11 @@ class _StageTables:
             # and the others' differently for each number of blocks of a stage)
             if L.op != "fanout" or not preds or not readers or len(kinds[j]) < 2:
                 continue
-            intos = [pr.edge(blk[preds[0][0]], L, 0, kinds[preds[0][0]], kinds[j])]
+            u = preds[0][0]
+            into = pr.edge(blk[u], L, 0, kinds[u], kinds[j])
             outs = [pr.edge(L, blk[r], i, kinds[j], kinds[r]) for r, i in readers]
             keep: set[int] = set()
-            for w, into in itertools.product(weights, intos):
+            for w in weights:
                 # total[a, f, r_1, ..., r_k]: producer kind a, fanout kind f, reader kinds
                 total = (w * into[0] + into[1]).reshape(into[0].shape + (1,) * len(outs))
                 for n, (fw, bw) in enumerate(outs):

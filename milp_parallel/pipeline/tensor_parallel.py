@@ -67,6 +67,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,10 +77,13 @@ if TYPE_CHECKING:
     from ..graph import LayerGraph
 
 __all__ = ["LAYOUTS", "Kind", "layer_kinds", "relayout", "megatron_kinds", "shared_input_kind",
-           "COLLECTIVES"]
+           "complete_fanout_kinds", "COLLECTIVES"]
 
 #: Layout letters (see the module docstring).
 LAYOUTS = ("R", "S", "C", "N", "P")
+#: The layouts a fanout's shared copy may take (:func:`layer_kinds`): a shared tensor is a
+#: block's stream, replicated or split by sequence or sample.
+_FANOUT_LAYOUTS = "RSN"
 #: Collective names :func:`relayout` returns.
 COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall")
 
@@ -216,7 +220,7 @@ def layer_kinds(layer, t: int, *, micro_batch: int) -> tuple[Kind, ...]:
     if op == "fanout":
         # where the shared copy lives / where the readers' gradients are summed
         # (milp_parallel.pipeline.fanout)
-        for L in "RSN":
+        for L in _FANOUT_LAYOUTS:
             if L == "R" or ok[L]:
                 for G in dict.fromkeys((L, "P")):
                     out.append(Kind(f"{L}/{G}", (L,), (G,), L, G, False, False))
@@ -313,38 +317,63 @@ def megatron_kinds(graph: LayerGraph, t: int, *, sequence_parallel: bool = False
             k, lay = "C", "C"
         elif L.op in ("elementwise", "dropout", "add", "mul", "layernorm", "rmsnorm"):
             k, lay = rep, rep
-        elif L.op == "fanout":      # the shared copy; its kind from its readers' below
+        elif L.op == "fanout":      # the shared copy; its kind from its readers' (below)
             k, lay = None, (rep if src[0] == "P" else src[0])
         else:
             k, lay = "R", "R"
         out[L.name] = k
         layout[L.name] = lay
-    readers: dict[str, list] = {}
-    for L in graph.layers:
-        for i, u in enumerate(L.inputs):
-            if out[u] is None:
-                ks = {k.name: k for k in layer_kinds(L, t, micro_batch=t)}
-                readers.setdefault(u, []).append((ks[out[L.name]], i))
-    out.update({u: shared_input_kind(rs) for u, rs in readers.items()})
-    return out
+    # (the readers' kinds do not depend on the micro-batch: any that the sample split fits)
+    return complete_fanout_kinds(graph, {n: k for n, k in out.items() if k is not None}, t,
+                                 micro_batch=t)
 
 
 def shared_input_kind(readers) -> str:
     """The fanout kind ``L/G`` (:mod:`.fanout`) a program runs for readers of these kinds
     (``(reader kind, input index)`` pairs): the readers' common input layout (``R``, from
-    which every layout is a free slice, when they differ), and their common gradient layout
-    (``P`` when they differ: every gradient joins a partial sum for free, and the sum is
-    re-laid out once).
+    which every layout is a free slice, when they differ), and their gradients summed in
+    that layout when they all return it, else as partial sums (``P``: every gradient joins
+    one for free, and the sum is re-laid out once).
 
     Examples
     --------
     >>> col = Kind("column", ("R",), ("P",), "C", "C")
     >>> norm = Kind("R", ("R",), ("R",), "R", "R")
-    >>> shared_input_kind([(col, 0), (col, 0)]), shared_input_kind([(norm, 0), (col, 0)])
+    >>> shared_input_kind([(col, 0), (col, 0)]), shared_input_kind([(norm, 0), (norm, 0)])
+    ('R/P', 'R/R')
+    >>> split = Kind("C", ("C",), ("C",), "C", "C")     # no fanout kind keeps a C copy
+    >>> shared_input_kind([(split, 0), (split, 0)]), shared_input_kind([(norm, 0), (col, 0)])
     ('R/P', 'R/P')
     """
     ins = {k.ins[i] for k, i in readers}
     grads = {k.in_grads[i] for k, i in readers} - {None}
-    L = ins.pop() if len(ins) == 1 else "R"
-    G = grads.pop() if len(grads) == 1 else ("P" if grads else L)
+    L = ins.pop() if len(ins) == 1 and next(iter(ins)) in _FANOUT_LAYOUTS else "R"
+    G = L if grads <= {L} else "P"
     return f"{L}/{G}"
+
+
+def complete_fanout_kinds(graph: LayerGraph, kinds: Mapping[str, str], t: int, *,
+                          micro_batch: int) -> dict[str, str]:
+    """``kinds`` (by layer name) with the kind of every fanout of ``graph`` it leaves out:
+    :func:`shared_input_kind` of its readers' kinds (a fanout whose readers' kinds are not
+    all known stays out, and is named where the kinds are read)."""
+    out = dict(kinds)
+    readers: dict[str, list] = {}
+    for L in graph.layers:
+        for i, u in enumerate(L.inputs):
+            readers.setdefault(u, []).append((L, i))
+    for L in graph.layers:
+        if L.op != "fanout" or L.name in out:
+            continue
+        if t == 1:
+            out[L.name] = "N"
+            continue
+        rs = []
+        for r, i in readers.get(L.name, ()):
+            ks = {k.name: k for k in layer_kinds(r, t, micro_batch=micro_batch)}
+            if out.get(r.name) not in ks:
+                break
+            rs.append((ks[out[r.name]], i))
+        else:
+            out[L.name] = shared_input_kind(rs)
+    return out

@@ -71,8 +71,8 @@ class RuntimeHooks:
         ``"saved"``, the peak of the storages autograd saves for backward
         (:meth:`~.audit.MemoryMeter.saving`; the layer-wise model prices saved tensors
         only), or ``"allocated"``, the peak of everything the step allocates besides the
-        model's state (:meth:`~.audit.MemoryMeter.allocating`; the transformer model
-        prices its working sets too).
+        model's state (:meth:`~.audit.MemoryMeter.allocating`: working sets, communication
+        and pipeline buffers too).
     """
 
     parallelize: Callable
