@@ -227,6 +227,20 @@ def test_a_storage_released_by_resize_counts_nothing_after():
     assert meter2.activation_bytes == 16 * 1024 * 2     # a and b, the released one 0
 
 
+def test_fake_and_meta_tensors_hold_no_memory():
+    # DTensor's sharding propagation builds fake tensors of every op's shapes (and keeps some
+    # in its cache): they allocate nothing, and the peak is the real tensors' alone
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    meter = MemoryMeter()
+    with meter.allocating():
+        real = torch.ones(1024)                         # 4 KiB
+        with FakeTensorMode():
+            fake = torch.empty(1 << 20) + 1.0           # 4 MiB, fake
+        meta = torch.empty(1 << 20, device="meta") * 2  # 4 MiB, meta
+    assert fake.numel() == meta.numel() == 1 << 20 and real.numel() == 1024
+    assert meter.activation_bytes == 4 * 1024, meter.peak_by_op
+
+
 def test_a_misspelt_activation_meter_is_named():
     from milp_parallel.errors import InvalidOptionError
     from milp_parallel.runtime.verify import RuntimeHooks

@@ -550,6 +550,7 @@ class MemoryMeter:
         import weakref
 
         import torch
+        from torch._subclasses.fake_tensor import is_fake
         from torch.utils._python_dispatch import (
             TorchDispatchMode,
             is_traceable_wrapper_subclass,
@@ -584,9 +585,11 @@ class MemoryMeter:
                     return NotImplemented     # a subclass's op: follow its local pieces
                 out = func(*args, **(kwargs or {}))
                 for t in tree_leaves(out):
-                    # a subclass's result holds pieces counted when they were made
+                    # a subclass's result holds pieces counted when they were made; fake
+                    # and meta tensors (DTensor's sharding propagation) hold no memory
                     if isinstance(t, torch.Tensor) and t.numel() \
-                            and not is_traceable_wrapper_subclass(t):
+                            and not is_traceable_wrapper_subclass(t) and not is_fake(t) \
+                            and t.device.type != "meta":
                         st = t.untyped_storage()
                         old = live.get(id(st))
                         if st.data_ptr() not in state and (old is None or old[0]() is not st):
