@@ -179,8 +179,8 @@ def test_dominance_program_equals_brute_force_on_a_block():
         crit = [pr.criteria(L, kinds[j], zero, mode) for j, L in enumerate(T.block_layers)]
         cr = sum(crit[j][a[:, j]] for j in range(len(crit)))
         for j, ps in enumerate(preds):
-            for u, table in ps:
-                cr[:, 0] += table[a[:, u], a[:, j]]
+            for u, table in ps:             # an edge's time, and what it changes of memory
+                cr[:, slice(None) if table.ndim == 3 else 0] += table[a[:, u], a[:, j]]
         assert np.allclose(cr[7], _assignment_criteria(a[7], crit, preds))
         brute = T._finish_block(a, cr, wraps, mode, zero)
         got = T.block
@@ -441,6 +441,43 @@ def test_the_gate_and_up_input_gradient_is_summed_once():
     assert rows[("layers.0.add1", "transfer")] == one
 
 
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_sequence_parallel_gate_and_up_input_is_gathered_once(recompute):
+    # Megatron-LM's SP MLP: the norm's slice is gathered once for the gate and up projections
+    # (and again in the backward pass), their partial input gradients are reduce-scattered
+    # once, and one slice is kept for both (one gathered copy in a recomputed block); priced
+    # per linear, each would gather and keep its own
+    from milp_parallel.models.llama import llama
+    from milp_parallel.pipeline.accounting import counted_bytes, plan_traffic
+    from milp_parallel.pipeline.fanout import with_fanouts
+    from milp_parallel.pipeline.pricing import Transfer
+    g = llama(2, layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, seq_len=16)
+    shared = megatron_kinds(with_fanouts(g), 2, sequence_parallel=True)
+    each = dict(shared)
+    for i in (0, 1):
+        assert shared[f"layers.{i}.mlp_norm.fanout"] == "S>R/P"
+        assert shared[f"layers.{i}.gate"] == shared[f"layers.{i}.up"] == "column"
+        each[f"layers.{i}.mlp_norm.fanout"] = "S/S"
+        each[f"layers.{i}.gate"] = each[f"layers.{i}.up"] = "column_sp"
+    plans = [evaluate_configuration(g, "selene", devices=2, global_batch=2, tensor=2,
+                                    pipeline=1, micro_batch_size=2, recompute=recompute,
+                                    kinds=k, memory_limit=float("inf")) for k in (shared, each)]
+    hidden = 2 * 16 * 64 * plans[0].options.precision.activation_bytes      # b S h bytes
+    # two gathers: the backward's, or (recomputed) the recomputed forward's
+    one = sum(counted_bytes(Transfer(c, "tp", hidden, "fwd"), 2)
+              for c in ("allgather", "allgather", "reducescatter"))
+    rows, rows_each = plan_traffic(plans[0], g), plan_traffic(plans[1], g)
+    for i in (0, 1):
+        assert rows[(f"layers.{i}.mlp_norm.fanout", "transfer")] == one
+        assert (f"layers.{i}.gate", "transfer") not in rows
+        assert rows_each[(f"layers.{i}.gate", "transfer")] == one
+        assert rows_each[(f"layers.{i}.up", "transfer")] == one
+    assert plans[0].iteration_seconds < plans[1].iteration_seconds
+    # kept: one slice per block instead of two; recomputed: one block's gathered copy, not two
+    saved = 2 * hidden / 2 if recompute == "none" else hidden
+    assert plans[1].stages[0].memory_bytes - plans[0].stages[0].memory_bytes == saved
+
+
 def test_pruned_fanout_kinds_keep_every_non_dominated_block(monkeypatch):
     # a fanout costs only its re-layouts, so the kinds never cheapest for any neighbours'
     # are dropped before the block program: the non-dominated blocks are the same
@@ -462,3 +499,11 @@ def test_pruned_fanout_kinds_keep_every_non_dominated_block(monkeypatch):
 
     a, b = front(pruned), front(full)
     assert a.shape == b.shape and np.allclose(a, b, rtol=1e-12, atol=0)
+    # the front holds the SP program's block (its MLP input gathered once, which changes
+    # what the linears keep) or one at least as good in every criterion
+    sp = megatron_kinds(g, 2, sequence_parallel=True)
+    rel = {r: sp[n] for r, n in zip(full.struct.rest, full.struct.blocks[0])}
+    for mode, zero in (("none", 1), ("full", 3)):
+        x = full.fixed_block(rel, zero, mode).crit[0]
+        sel = (pruned.block.zero == zero) & (pruned.block.mode == (0 if mode == "none" else 2))
+        assert (pruned.block.crit[sel] <= x + 1e-9 * np.abs(x)).all(axis=1).any(), mode

@@ -307,10 +307,13 @@ class LayerGraph:
         """Softmax over the last dim."""
         return self.add_layer(name, "softmax", (x,))
 
-    def fanout(self, name: str, x: str) -> str:
+    def fanout(self, name: str, x: str, *, linear_readers: bool = False) -> str:
         """The identity: ``x`` handed to the several layers that read it (the transformer
         planner inserts one where a tensor has several readers, so that its re-layout is
-        priced once and its readers' gradients are summed once)."""
+        priced once and its readers' gradients are summed once). ``linear_readers``: every
+        reader is a linear (a sequence-split ``x`` may be gathered once for all of them)."""
+        if linear_readers:
+            return self.add_layer(name, "fanout", (x,), linear_readers=True)
         return self.add_layer(name, "fanout", (x,))
 
     def loss(self, name: str, x: str, *, shift: int = 0) -> str:

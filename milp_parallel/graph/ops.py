@@ -108,6 +108,7 @@ attention     **heads**, kv_heads (heads), head_dim (from the width), causal (tr
               dropout (0.0)
 slice         **dim**, start (0), stop (the dim's size)
 loss          shift (0; a causal LM scoring next tokens: 1)
+fanout        linear_readers (false; every reader is a linear)
 others        none
 ============= ==============================================================================
 """
@@ -756,7 +757,7 @@ _RULES: dict[str, _OpRule] = {
                        attrs={"p": "number"}),
     "softmax": _OpRule(_elementwise_rule(3), _region_lastdim_all,
                        parallel=lambda layer: layer.dims[:-1]),
-    "fanout": _OpRule(_elementwise_rule(0), _region_same),
+    "fanout": _OpRule(_elementwise_rule(0), _region_same, attrs={"linear_readers": "bool"}),
     "loss": _OpRule(_infer_loss, _region_samples, parallel=_batch_dim,
                     attrs={"shift": "int"}),
     "embedding": _OpRule(_infer_embedding, _region_embedding,

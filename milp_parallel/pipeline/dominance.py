@@ -14,14 +14,19 @@ import numpy as np
 from .pricing import _N_CRIT
 
 
+def _columns(table: np.ndarray):
+    """Where an edge table adds: every criterion (``(K_u, K_v, 5)``) or time only."""
+    return slice(None) if table.ndim == 3 else 0
+
+
 def _assignment_criteria(assign: np.ndarray, crit: Sequence[np.ndarray],
                          preds: Sequence[Sequence[tuple]]) -> np.ndarray:
-    """The criteria of one assignment: the layers' own plus the re-layouts (time)."""
+    """The criteria of one assignment: the layers' own plus the edges'."""
     out = np.zeros(_N_CRIT)
     for j, k in enumerate(assign):
         out += crit[j][k]
         for u, table in preds[j]:
-            out[0] += table[assign[u], k]
+            out[_columns(table)] += table[assign[u], k]
     return out
 
 
@@ -95,8 +100,9 @@ def _dominance_program(crit: Sequence[np.ndarray], preds: Sequence[Sequence[tupl
     crit : list of (K_j, 5) arrays
         The layers' own criteria, in topological order.
     preds : list of lists of ``(u, table)``
-        Internal inputs of layer ``j``: producer position ``u < j`` and the ``(K_u, K_j)``
-        re-layout seconds (added to the time criterion).
+        Internal inputs of layer ``j``: producer position ``u < j`` and the edge's
+        ``(K_u, K_j, 5)`` criteria, or ``(K_u, K_j)`` re-layout seconds (added to the time
+        criterion).
     keep_final : sequence of int
         Layers whose kind distinguishes the results (their classes).
 
@@ -124,7 +130,7 @@ def _dominance_program(crit: Sequence[np.ndarray], preds: Sequence[Sequence[tupl
         assign = np.column_stack([np.repeat(assign, K, axis=0), kj])
         cr = np.repeat(cr, K, axis=0) + crit[j][kj]
         for u, table in preds[j]:
-            cr[:, 0] += table[state[:, open_ops.index(u)], kj]
+            cr[:, _columns(table)] += table[state[:, open_ops.index(u)], kj]
         state = np.column_stack([state, kj])
         open_ops.append(j)
         alive = [o for o in open_ops if o in keep or last_use.get(o, -1) > j]

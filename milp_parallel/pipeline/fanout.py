@@ -16,7 +16,9 @@ Names: ``<producer>.fanout`` for a tensor made inside a block (or outside the bl
 own copy and all blocks stay alike.
 
 Their kinds are :func:`.tensor_parallel.layer_kinds`'; in a given configuration, its readers'
-(:func:`.tensor_parallel.complete_fanout_kinds`).
+(:func:`.tensor_parallel.complete_fanout_kinds`). A fanout whose readers are all linears is
+marked ``linear_readers``: it may also gather a sequence-split tensor once for all of them
+(``S>R/P``, sequence parallelism's MLP input), its readers keeping the one slice it holds.
 
 May import: ``graph``, ``.blocks``.
 """
@@ -78,6 +80,7 @@ def with_fanouts(graph: LayerGraph) -> LayerGraph:
                                      enumerate(L.inputs)], **dict(L.attrs))
         rs = shared.get(L.name)
         if rs:
-            f = out.fanout(_fanout_name(L.name, rs), L.name)
+            f = out.fanout(_fanout_name(L.name, rs), L.name,
+                           linear_readers=all(graph.layer(r).op == "linear" for r, _ in rs))
             rename.update({r: f for r in rs})
     return out

@@ -17,6 +17,7 @@ from .training_memory import (
     MixedPrecision,
     backward_working_bytes,
     saved_activation_bytes,
+    saved_input_bytes,
     zero3_gathered_bytes,
 )
 
@@ -120,7 +121,8 @@ class _MeshPricing:
         ab = float(pr.activation_bytes)
         op = layer.op
         out: dict[str, float] = {}
-        if op in ("input", "fanout"):        # a fanout runs nothing: its edges move
+        if op == "input" or (op == "fanout" and not kind.gathers_input):
+            # a fanout runs nothing but its shared gather: its edges move
             return dict(fwd=0.0, bwd=0.0, zero_tau=0.0, psi=0.0, state=0.0, kept=0.0,
                         scores=0.0, fwd_comm=0.0, grad_ws=0.0)
         flops = float(layer.flops) * b / (t if kind.split_compute else 1)
@@ -270,6 +272,32 @@ class _MeshPricing:
         bw = relayout(g, x.out_grad) if g is not None and x.out_grad != "P" else None
         if bw is not None:
             out.append(Transfer(bw, "tp", nb, "bwd"))
+        return out
+
+    def edge_kept(self, producer, consumer, index: int, x: Kind, y: Kind) -> float:
+        """Bytes the consumer (kind ``y``) keeps of its input ``index`` beyond its own
+        criteria, which count that input whole (never positive): a reader of a shared
+        gather's copy (a fanout of kind :data:`.tensor_parallel.GATHERED_FANOUT`) keeps the
+        slice the fanout holds, not a copy of its own (it is gathered again with the
+        others' for the backward pass, or held once by a recomputed forward)."""
+        if producer.op != "fanout" or not x.gathers_input or y.ins[index] != x.out:
+            return 0.0
+        return -saved_input_bytes(consumer, y, index, self.t, self.b, self.precision)
+
+    def edge_criteria(self, producer, consumer, index: int, ku: Sequence[Kind],
+                      kv: Sequence[Kind], mode: str) -> np.ndarray:
+        """``(K_u, K_v, 5)``: an edge's share of the criteria (:meth:`criteria`) in a block
+        of recomputation ``mode``: its re-layout seconds per micro-batch (the forward's
+        twice when fully recomputed) and :meth:`edge_kept` (in the working set when fully
+        recomputed, else in the activations kept)."""
+        fw, bw = self.edge(producer, consumer, index, ku, kv)
+        out = np.zeros(fw.shape + (_N_CRIT,))
+        out[..., 0] = (2.0 if mode == "full" else 1.0) * fw + bw
+        if producer.op == "fanout":
+            col = 4 if mode == "full" else 3
+            for a, x in enumerate(ku):
+                for c, y in enumerate(kv):
+                    out[a, c, col] = self.edge_kept(producer, consumer, index, x, y)
         return out
 
     def edge(self, producer, consumer, index: int, ku: Sequence[Kind], kv: Sequence[Kind]

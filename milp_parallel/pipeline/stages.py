@@ -95,7 +95,8 @@ class _StageTables:
         """Keep, of each fanout inside the block (its producer and readers there), the
         kinds that are the cheapest for some kinds of its neighbours: such a fanout costs
         nothing but its re-layouts inside the block time, so the others are never in an
-        optimum (exact; ties keep the first)."""
+        optimum (exact; ties keep the first). A shared gather (``gathers_input``) has costs
+        of its own and changes what its readers keep: it always stays, and is not weighed."""
         blk, kinds, pr = self.block_layers, self.block_kinds, self.pricing
         weights = sorted({2.0 if m == "full" else 1.0 for m in self.modes})
         for j, L in enumerate(blk):
@@ -117,7 +118,10 @@ class _StageTables:
                     shape = [1, fw.shape[0]] + [1] * len(outs)
                     shape[2 + n] = fw.shape[1]
                     total = total + (w * fw + bw).reshape(shape)
+                gather = np.array([k.gathers_input for k in kinds[j]])
+                total = np.where(gather.reshape((1, -1) + (1,) * len(outs)), np.inf, total)
                 keep |= set(np.unique(np.argmin(total, axis=1)).tolist())
+                keep |= set(np.flatnonzero(gather).tolist())
             kinds[j] = tuple(k for f, k in enumerate(kinds[j]) if f in keep)
 
     # ------------------------------------------------------------------ constants
@@ -133,8 +137,10 @@ class _StageTables:
         return 2 * lat("allgather") + lat("reducescatter"), 0.0
 
     def _edge_table(self, u, v, i, ku, kv, mode: str) -> np.ndarray:
-        fw, bw = self.pricing.edge(u, v, i, ku, kv)
-        return (2.0 if mode == "full" else 1.0) * fw + bw
+        """An edge's criteria ``(K_u, K_v, 5)``, or its seconds ``(K_u, K_v)`` alone when it
+        changes no memory (most edges: the dominance program adds one column, not five)."""
+        table = self.pricing.edge_criteria(u, v, i, ku, kv, mode)
+        return table if table[..., 1:].any() else table[..., 0]
 
     # ------------------------------------------------------------------ blocks
     def _block_pieces(self, mode: str):
@@ -142,8 +148,9 @@ class _StageTables:
         s, blk, kinds = self.struct, self.block_layers, self.block_kinds
         preds = [[(u, self._edge_table(blk[u], L, i, kinds[u], kinds[j], mode))
                   for u, i in self._block_preds_raw[j]] for j, L in enumerate(blk)]
-        wraps = [self._edge_table(self.exit_layer, self.entry_layers[e], i,
-                                  kinds[s.exit], kinds[j], mode)
+        # (a block's output is no fanout: between blocks, re-layouts move time only)
+        wraps = [self.pricing.edge_criteria(self.exit_layer, self.entry_layers[e], i,
+                                            kinds[s.exit], kinds[j], mode)[..., 0]
                  for e, (j, i) in enumerate(s.entry)]
         return preds, wraps
 

@@ -32,6 +32,8 @@ embedding           ``R`` ``S`` ``N``       same     --       same     same   re
 loss                ``vocab``               C        C        R        R      (none)
 loss                ``R`` ``S`` ``N``       same     same     R        R      (none)
 other ops           ``R`` ``N``             same     same     same     same   replicated
+fanout              ``L/G`` (``L`` of RSN)  L        G        L        G      (none)
+fanout              ``S>R/P``               S        S        R        P      (none)
 =================== ======================= ======== ======== ======== ====== =============
 
 ``column`` is Megatron-LM's column-parallel linear (its input gradient is a partial sum:
@@ -41,7 +43,9 @@ all-gathers its sequence-split input in the forward pass and again in the backwa
 keeps only its slice; in a fully recomputed block the backward reads the recomputed
 forward's gathered input instead), and reduce-scatters its input gradient. ``vocab`` is the
 vocabulary-parallel embedding (each device holds ``V / t`` rows and outputs partial sums) and
-the vocabulary-parallel cross-entropy (three all-reduces of one number per token). Pointwise
+the vocabulary-parallel cross-entropy (three all-reduces of one number per token). A
+``fanout`` (:mod:`.fanout`) is the shared copy of a tensor several layers read; ``S>R/P``
+gathers a sequence-split tensor once for all its readers, as ``column_sp`` does for one. Pointwise
 ops are element-wise functions, dropout and residual adds. With ``t = 1`` every layer has the
 single kind ``N``.
 
@@ -76,8 +80,8 @@ from ..errors import InvalidOptionError
 if TYPE_CHECKING:
     from ..graph import LayerGraph
 
-__all__ = ["LAYOUTS", "Kind", "layer_kinds", "relayout", "megatron_kinds", "shared_input_kind",
-           "complete_fanout_kinds", "COLLECTIVES"]
+__all__ = ["LAYOUTS", "Kind", "GATHERED_FANOUT", "layer_kinds", "relayout", "megatron_kinds",
+           "shared_input_kind", "complete_fanout_kinds", "COLLECTIVES"]
 
 #: Layout letters (see the module docstring).
 LAYOUTS = ("R", "S", "C", "N", "P")
@@ -112,8 +116,9 @@ class Kind:
     split_weights : bool
         The parameters are sharded ``t`` ways (``False``: every device holds all of them).
     gathers_input : bool
-        ``column_sp``: the layer all-gathers its input itself (forward, and again in the
-        backward pass) and reduce-scatters the input gradient.
+        ``column_sp`` and the fanout kind ``S>R/P``: the layer all-gathers its input itself
+        (forward, and again in the backward pass: it keeps only its slice) and
+        reduce-scatters the input gradient.
     reduces_loss : bool
         ``vocab`` loss: three all-reduces of one fp32 number per token in the forward pass.
     """
@@ -133,6 +138,16 @@ class Kind:
         """Whether weight gradients differ across the group (so they are reduced over the
         group too): replicated weights used on split data."""
         return not self.split_weights and self.name != "R"
+
+
+#: The fanout kind of sequence parallelism's shared gather: a sequence-split tensor
+#: all-gathered once for all its readers (forward, and again in the backward pass: only the
+#: slice is kept), their gradients summed as partial sums and reduce-scattered once
+#: (Megatron-LM's MLP input under sequence parallelism: its gate and up projections are
+#: column-parallel linears reading the gathered copy). Offered to a fanout whose readers are
+#: all linears (its attribute ``linear_readers``).
+GATHERED_FANOUT = Kind("S>R/P", ("S",), ("S",), "R", "P", split_compute=False,
+                       split_weights=False, gathers_input=True)
 
 
 def _fits(layer, layout: str, t: int, micro_batch: int) -> bool:
@@ -224,6 +239,8 @@ def layer_kinds(layer, t: int, *, micro_batch: int) -> tuple[Kind, ...]:
             if L == "R" or ok[L]:
                 for G in dict.fromkeys((L, "P")):
                     out.append(Kind(f"{L}/{G}", (L,), (G,), L, G, False, False))
+        if ok["S"] and layer.attrs.get("linear_readers"):
+            out.append(GATHERED_FANOUT)
         return tuple(out)
     if op == "loss":
         if layer.input_shapes[0][-1] % t == 0 and len(layer.input_shapes[0]) >= 2:
@@ -283,7 +300,9 @@ def megatron_kinds(graph: LayerGraph, t: int, *, sequence_parallel: bool = False
     attention, split pointwise ops between a column- and a row-parallel linear, a
     vocabulary-parallel embedding and cross-entropy, everything else replicated (``R``), or
     sequence-split (``S``) with ``sequence_parallel`` (Korthikanti et al.; the column-parallel
-    linears then gather their input: ``column_sp``). With ``t = 1``: ``N`` everywhere.
+    linears then gather their input: ``column_sp``, or once for several linears reading one
+    tensor: the fanout kind ``S>R/P``, read by ``column`` linears). With ``t = 1``: ``N``
+    everywhere.
 
     Examples
     --------
@@ -308,7 +327,7 @@ def megatron_kinds(graph: LayerGraph, t: int, *, sequence_parallel: bool = False
             if src[0] == "C":
                 k, lay = "row", "P"
             else:
-                k, lay = ("column_sp" if sequence_parallel else "column"), "C"
+                k, lay = ("column_sp" if src[0] == "S" else "column"), "C"
         elif L.op == "attention":
             k, lay = "head", "C"
         elif L.op == "loss":
@@ -317,6 +336,8 @@ def megatron_kinds(graph: LayerGraph, t: int, *, sequence_parallel: bool = False
             k, lay = "C", "C"
         elif L.op in ("elementwise", "dropout", "add", "mul", "layernorm", "rmsnorm"):
             k, lay = rep, rep
+        elif L.op == "fanout" and src[0] == "S" and L.attrs.get("linear_readers"):
+            k, lay = GATHERED_FANOUT.name, "R"      # linears' shared sequence-parallel gather
         elif L.op == "fanout":      # the shared copy; its kind from its readers' (below)
             k, lay = None, (rep if src[0] == "P" else src[0])
         else:

@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from ..errors import InvalidOptionError
 
 __all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
-           "backward_working_bytes", "zero3_gathered_bytes", "pipeline_boundary_bytes",
-           "check_zero", "check_recompute"]
+           "saved_input_bytes", "backward_working_bytes", "zero3_gathered_bytes",
+           "pipeline_boundary_bytes", "check_zero", "check_recompute"]
 
 #: Per-layer recomputation choices (see the module docstring).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -251,9 +251,11 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
     ins = layer.input_elements
     if op in ("layernorm", "rmsnorm", "elementwise", "conv", "batchnorm"):
         return a_b * ins[0] * _share(kind.ins[0], t), 0.0
+    if op in ("linear", "fanout") and kind.gathers_input:
+        # the slice, which the backward gathers again; a recomputed forward's gather
+        return a_b * ins[0] * (1.0 if recomputed else 1.0 / t), 0.0
     if op == "linear":
-        share = 1.0 / t if kind.gathers_input and not recomputed else _share(kind.ins[0], t)
-        return a_b * ins[0] * share, 0.0
+        return a_b * ins[0] * _share(kind.ins[0], t), 0.0
     if op in ("mul", "matmul"):
         return sum(a_b * n * _share(L, t) for n, L in zip(ins, kind.ins)), 0.0
     if op == "dropout":
@@ -276,6 +278,21 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
         share = 1.0 / t if kind.split_compute else 1.0
         return kept, per * micro_batch * at["heads"] * s * s * share
     return 0.0, 0.0
+
+
+def saved_input_bytes(layer, kind, index: int, t: int, micro_batch: int,
+                      precision: MixedPrecision | None = None) -> float:
+    """Bytes of ``layer``'s input ``index`` itself among what it keeps under ``kind``
+    (:func:`saved_activation_bytes`): a norm's, a pointwise function's, a linear's or the
+    attention core's first input, both factors of a product; nothing for a layer that keeps
+    another tensor (a loss, a dropout's mask) or none (an add)."""
+    pr = precision or MixedPrecision()
+    op = layer.op
+    if (op in ("mul", "matmul") or index == 0 and op in (
+            "layernorm", "rmsnorm", "elementwise", "conv", "batchnorm", "linear", "attention")):
+        return float(pr.activation_bytes) * micro_batch * layer.input_elements[index] \
+            * _share(kind.ins[index], t)
+    return 0.0
 
 
 def backward_working_bytes(layer, kind, t: int, micro_batch: int,

@@ -31,14 +31,17 @@ def expected_kinds(model_type: str, t: int, *, sequence_parallel: bool, vocab_lo
     rep = "S" if sequence_parallel else "R"
     col = "column_sp" if sequence_parallel else "column"
     # a block's input and its residual stream are shared where they are laid out; the gate
-    # and up projections' input is shared as the column linears read it
+    # and up projections' input is gathered once for both (sequence parallelism), or shared
+    # as column linears read it, their input gradients summed as partial sums
     shared = f"{rep}/{rep}"
+    mlp_in, mlp_col = ("S>R/P", "column") if sequence_parallel else ("R/P", col)
     if model_type == "llama":
         block = {"input_fanout": shared, "input_layernorm": rep, "self_attn.qkv_proj": col,
                  "self_attn.core": "head", "self_attn.o_proj": "row", "attn_residual": rep,
                  "attn_residual.fanout": shared, "post_attention_layernorm": rep,
-                 "post_attention_layernorm.fanout": "S/S" if sequence_parallel else "R/P",
-                 "mlp.gate_proj": col, "mlp.act_fn": "C", "mlp.up_proj": col, "mlp.mul": "C",
+                 "post_attention_layernorm.fanout": mlp_in,
+                 "mlp.gate_proj": mlp_col, "mlp.act_fn": "C", "mlp.up_proj": mlp_col,
+                 "mlp.mul": "C",
                  "mlp.down_proj": "row", "mlp_residual": rep}
         pre = {"input_ids": "R", "model.embed_tokens": "vocab"}
         post = {"model.norm": rep, "lm_head": col}

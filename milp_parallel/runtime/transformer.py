@@ -413,11 +413,11 @@ def _tp_ends(stage: _Stage, family: str, tp_mesh, sp: bool, vocab_loss: bool,
 #: its consumer's (the residual add, or GPT-2's dropout before it), as the cost model
 #: attributes a re-layout to its consumer.
 _BLOCK_LABELS = {
-    # the MLP's input: the SP gate projection's gathers (shared with the up projection), or
-    # the gradient sum of the shared input (the fanout's, relabelled without SP)
+    # the MLP's input: the gate and up projections' shared input (its fanout's gathers under
+    # sequence parallelism, else its gradient sum)
     "llama": (("self_attn", "input", "self_attn.qkv_proj"),
               ("self_attn.o_proj", "output", "attn_residual"),
-              ("mlp", "input", "mlp.gate_proj"),
+              ("mlp", "input", "post_attention_layernorm.fanout"),
               ("mlp.down_proj", "output", "mlp_residual")),
     "gpt2": (("attn", "input", "attn.c_attn"),
              ("attn.c_proj", "output", "attn.resid_dropout"),
@@ -426,7 +426,7 @@ _BLOCK_LABELS = {
 }
 
 
-def _label_collectives(stage: _Stage, family: str, *, sequence_parallel: bool) -> None:
+def _label_collectives(stage: _Stage, family: str) -> None:
     """Name the tensor-parallel collectives of ``stage``'s modules by the graph layers the
     plan prices them on (they count only under an active audit counter)."""
     from .audit import labelled_module
@@ -436,8 +436,6 @@ def _label_collectives(stage: _Stage, family: str, *, sequence_parallel: bool) -
     for i, block in box.items():
         prefix = f"{base_name}.layers.{i}"         # the graph's block names (from_hf)
         for path, where, layer in _BLOCK_LABELS[family]:
-            if layer == "mlp.gate_proj" and not sequence_parallel:
-                layer = "post_attention_layernorm.fanout"
             labelled_module(block.get_submodule(path), (f"{prefix}.{layer}", "transfer"),
                             where)
     if stage.first:
@@ -754,7 +752,7 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
             if rec == "full" and not lay.sequence_parallel:
                 stage.distribute_checkpoints = tp_mesh
             stage.recompute_label = (f"stage {s}", "recompute")
-            _label_collectives(stage, family, sequence_parallel=lay.sequence_parallel)
+            _label_collectives(stage, family)
             if lay.sequence_parallel:
                 _sequence_parallel_saves(stage, family, tp_mesh, blocks=rec != "full")
             if family == "gpt2" and stage.first and stage.last and cfg.tie_word_embeddings:
