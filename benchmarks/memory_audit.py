@@ -24,7 +24,10 @@ runs the tanh gelu as one op (``gelu_pytorch_tanh``, what Megatron-LM's fused bi
 and what the plan prices), not ``gelu_new``'s seven element-wise ops.
 
 The schedule's point-to-point messages are not run (a fake process group does not carry
-them): the forward of a middle stage starts from a fake received activation. ZeRO is
+them): the forward of a middle stage starts from a fake received activation, in one of the
+receive buffers ``PipelineStage`` allocates before the first step and keeps (one per
+micro-batch for each chunk's input and for its output's gradient:
+``training_memory.pipeline_receive_bytes``). ZeRO is
 ``fully_shard`` over the data-parallel ranks without resharding on every row, priced as
 ``zero=2``: the runtime's ZeRO-1 is that same program (FSDP2 shards gradients too), DDP's
 reducer (ZeRO-0) cannot run on a fake process group, and the runtime runs no ZeRO-0 with
@@ -208,6 +211,17 @@ def _step(pm, plan, stage: int, cfg) -> None:
     lay = pm._layout
     f = plan.stages[stage].in_flight
     group = max(1, min(lay.p, lay.m))
+    # PipelineStage's receive buffers: one per micro-batch for each chunk's input (but the
+    # model's first) and its output's gradient (but the model's last), kept for the step
+    received = {}
+    grads = []
+    for chunk in pm.chunks:
+        inp, out = pm._io_shapes(chunk)
+        if not chunk.first:
+            received[id(chunk)] = [torch.randn(tuple(inp.shape), requires_grad=True)
+                                   for _ in range(lay.m)]
+        if not chunk.last:
+            grads += [torch.randn(tuple(out.shape)) for _ in range(lay.m)]
     outs = []
     for k in range(f):
         # the interleaved schedule's warm-up: groups of min(p, m) micro-batches, cycling
@@ -215,7 +229,7 @@ def _step(pm, plan, stage: int, cfg) -> None:
         chunk = pm.chunks[(k // group) % lay.v if lay.v > 1 else 0]
         inp, _ = pm._io_shapes(chunk)
         x = torch.randint(0, VOCAB, tuple(inp.shape)) if chunk.first else \
-            torch.randn(tuple(inp.shape), requires_grad=True)
+            received[id(chunk)][k % lay.m]
         y = _Call(chunk)(x)
         outs.append((chunk, x, y))
     for chunk, x, y in outs:
@@ -224,7 +238,7 @@ def _step(pm, plan, stage: int, cfg) -> None:
             with _loss_context(pm):   # the vocabulary-parallel loss, forward and backward
                 causal_lm_loss(y, ids, pm._tp_mesh()).backward()
         else:
-            y.backward(torch.randn(tuple(y.shape)))
+            y.backward(grads.pop())
 
 
 def _loss_context(pm):

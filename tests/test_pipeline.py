@@ -507,3 +507,28 @@ def test_pruned_fanout_kinds_keep_every_non_dominated_block(monkeypatch):
         x = full.fixed_block(rel, zero, mode).crit[0]
         sel = (pruned.block.zero == zero) & (pruned.block.mode == (0 if mode == "none" else 2))
         assert (pruned.block.crit[sel] <= x + 1e-9 * np.abs(x)).all(axis=1).any(), mode
+
+
+def test_pipeline_stage_receive_buffers_are_priced_per_micro_batch():
+    # torch.distributed.pipelining's PipelineStage allocates a receive buffer per micro-batch
+    # for each chunk's input (but the model's first) and output gradient (but its last), and
+    # keeps them; Megatron-LM allocates each message as it arrives ("in_flight")
+    from milp_parallel.models.llama import llama
+    g = llama(8, layers=4, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, seq_len=16)
+
+    def plan(buffers, kinds):
+        return evaluate_configuration(g, "selene", devices=4, global_batch=8, tensor=2,
+                                      pipeline=2, micro_batch_size=1, recompute="none",
+                                      kinds=kinds, memory_limit=float("inf"),
+                                      options=PipelineOptions(receive_buffers=buffers))
+    stream = 1 * 16 * 64 * MixedPrecision().activation_bytes            # b S h bytes
+    for kinds, message in (("megatron", stream), ("megatron_sp", stream / 2)):
+        pre, fly = plan("preallocated", kinds), plan("in_flight", kinds)
+        m = pre.micro_batches
+        assert m == 8
+        # stage 0 receives gradients only; stage 1 activations only, and its first layers
+        # keep the in-flight ones' (1F1B: one) with what they keep
+        extra = [pre.stages[s].memory_bytes - fly.stages[s].memory_bytes for s in (0, 1)]
+        assert extra == [m * message, (m - 1) * message]
+    with pytest.raises(InvalidOptionError, match="receive_buffers"):
+        PipelineOptions(receive_buffers="lazy")

@@ -296,8 +296,9 @@ def test_verify_plan_audits_sequence_parallel_saves_and_regathers():
 
 
 def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
+    # metered over the whole step: the recompute's working set is no saved tensor
     audit, rows = _audited("llama", 4, dict(batch=4, t=2, p=2, b=1, kinds="megatron_sp",
-                                            recompute="full"))
+                                            recompute="full"), activations="allocated")
     assert audit.max_rel_error <= 1e-4
     # a recomputed block runs its last reduce-scatter again, as priced (no early stop), and
     # its SP gathers are read by the recomputed forward (two gathers, not three): every row
@@ -305,6 +306,9 @@ def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
             ("model.layers.1.post_attention_layernorm.fanout", "transfer")} <= set(rows)
     _within(rows, list(rows))
     assert not [k for k in rows if k[0] == "(unlabelled)"]
+    # the recomputed block's gathered inputs, PipelineStage's receive buffers (one per
+    # micro-batch and direction) and the head's backward working set, as priced
+    assert audit.max_memory_error <= 0.10, audit.memory
 
 
 def test_verify_plan_audits_gpt2_zero3_with_selective_recompute():

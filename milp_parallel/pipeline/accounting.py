@@ -62,7 +62,7 @@ def _pricing(plan, graph: LayerGraph, options: PipelineOptions | None) -> _MeshP
     """The plan's stage shape priced under its options (no step pricer: bytes only)."""
     o = options or getattr(plan, "options", None) or PipelineOptions()
     return _MeshPricing(graph, None, o.precision, plan.devices // plan.pipeline, plan.tensor,
-                        plan.micro_batch_size, o.flash_attention)
+                        plan.micro_batch_size, o.flash_attention, o.receive_buffers)
 
 
 def _kind(pr: _MeshPricing, layer, name: str) -> Kind:

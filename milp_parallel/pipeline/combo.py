@@ -18,7 +18,7 @@ from ..solvers.result import INFEASIBLE, OPTIMAL
 from .milp import _SparseMilp
 from .space import end_chunk_counts, in_flight_micro_batches, message_counts
 from .stages import _RECOMPUTE_INDEX, _StageTables
-from .training_memory import pipeline_boundary_bytes
+from .training_memory import pipeline_boundary_bytes, pipeline_receive_bytes
 
 #: Relative slack of the memory rows and of the bound tests (rounding of sums).
 _REL_TOL = 1e-9
@@ -92,7 +92,8 @@ class _ComboProblem:
         """``(P,)`` bytes stage ``s`` holds in its chunks' received inputs and sent outputs
         at its peak, by block point (:func:`~.training_memory.pipeline_boundary_bytes` per
         in-flight chunk micro-batch: the inputs of those not of the model's first chunk, the
-        outputs of those not of its last one). Nothing without a pipeline."""
+        outputs of those not of its last one), and in its receive buffers
+        (:func:`~.training_memory.pipeline_receive_bytes`). Nothing without a pipeline."""
         T, c = self.T, self.c
         B = T.block
         if c.p == 1:
@@ -100,6 +101,9 @@ class _ComboProblem:
         first, last = self._end_chunk_counts(s)
         st = T.struct
         outs, ins = T.block_out_class(B), T.block_in_class(B)
+        # the chunks that receive: activations (all but the model's first), gradients (all
+        # but its last)
+        receiving = 2 * c.v - (s == 0) - (s == c.p - 1)
         out = np.zeros(len(B))
         for j in range(len(B)):
             out_layout = T.block_kinds[st.exit][int(outs[j])].out
@@ -109,6 +113,10 @@ class _ComboProblem:
                 T.stream_bytes, c.t, out_layout, in_layouts,
                 int(B.mode[j]) == _RECOMPUTE_INDEX["full"])
             out[j] = (self.f[s] - first) * in_b + (self.f[s] - last) * out_b
+            out[j] += pipeline_receive_bytes(
+                T.stream_bytes, c.t, out_layout, in_layouts, micro_batches=c.m,
+                receiving_chunks=receiving,
+                in_flight=self.f[s] - first, buffers=T.pricing.receive_buffers)
         return out
 
     # ------------------------------------------------------------------ exact evaluation

@@ -70,9 +70,12 @@ class _MeshPricing:
     stage (stages are translates of each other)."""
 
     def __init__(self, graph: LayerGraph, pricer: StepPricer, precision: MixedPrecision,
-                 stage_devices: int, t: int, b: int, flash: bool):
+                 stage_devices: int, t: int, b: int, flash: bool,
+                 receive_buffers: str = "preallocated"):
         self.graph, self.pricer, self.precision = graph, pricer, precision
         self.stage_devices, self.t, self.b, self.flash = stage_devices, t, b, flash
+        #: how received pipeline messages are held (training_memory.pipeline_receive_bytes)
+        self.receive_buffers = receive_buffers
         self.d = stage_devices // t
         # the groups that run at the same time (they share the nodes' network cards)
         grid = np.arange(stage_devices).reshape(self.d, t)

@@ -64,7 +64,7 @@ class _Search:
 
     def pricing(self, Ds: int, t: int, b: int) -> _MeshPricing:
         return _MeshPricing(self.graph, self.pricer, self.options.precision, Ds, t, b,
-                            self.options.flash_attention)
+                            self.options.flash_attention, self.options.receive_buffers)
 
     def tables(self, Ds: int, t: int, b: int, multi: bool) -> _StageTables:
         key = (Ds, t, b, multi)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidOptionError
-from .training_memory import MixedPrecision, check_recompute, check_zero
+from .training_memory import RECEIVE_BUFFERS, MixedPrecision, check_recompute, check_zero
 
 __all__ = ["SCHEDULES", "PipelineOptions", "in_flight_micro_batches", "end_chunk_counts",
            "message_counts"]
@@ -49,6 +49,11 @@ class PipelineOptions:
         The attention core keeps no ``S x S`` tensors (a fused kernel).
     precision : MixedPrecision
         Bytes per element (16-bit training with fp32 Adam).
+    receive_buffers : {"preallocated", "in_flight"}, default "preallocated"
+        How a stage holds the messages it receives: one buffer per micro-batch and chunk for
+        the whole step (``torch.distributed.pipelining``'s ``PipelineStage``: the program
+        :func:`~milp_parallel.parallelize` emits), or only those in flight (Megatron-LM)
+        (:func:`.training_memory.pipeline_receive_bytes`).
     time_limit : float, optional
         Seconds for the whole search; when it runs out the best plan so far is returned
         with ``status="feasible"`` and the lower bound reached.
@@ -70,6 +75,7 @@ class PipelineOptions:
     flash_attention: bool = False
     precision: MixedPrecision = field(default_factory=MixedPrecision)
     time_limit: float | None = None
+    receive_buffers: str = "preallocated"
 
     def __post_init__(self) -> None:
         for name in ("pipeline", "tensor", "micro_batches", "chunks"):
@@ -93,6 +99,9 @@ class PipelineOptions:
             raise InvalidOptionError("PipelineOptions.tie_blocks=False: only the tied space "
                                      "is searched at present (the plan reports the untied "
                                      "lower bound instead)")
+        if self.receive_buffers not in RECEIVE_BUFFERS:
+            raise InvalidOptionError(f"PipelineOptions.receive_buffers must be among "
+                                     f"{RECEIVE_BUFFERS}, got {self.receive_buffers!r}")
         if self.time_limit is not None and not (self.time_limit > 0):
             raise InvalidOptionError(f"PipelineOptions.time_limit must be positive seconds, "
                                      f"got {self.time_limit!r}")

@@ -33,7 +33,8 @@ stage keeps.
 
 Pipeline boundary tensors (:func:`pipeline_boundary_bytes`): ``torch.distributed.pipelining``
 keeps each in-flight micro-batch's chunk input and output until its backward pass; priced per
-in-flight micro-batch of each chunk, beside what the layers keep.
+in-flight micro-batch of each chunk, beside what the layers keep. Its receive buffers, one per
+micro-batch and chunk for the step (:func:`pipeline_receive_bytes`), beside them.
 
 Recomputation (:data:`RECOMPUTE_MODES`), per transformer layer: ``none`` keeps everything;
 ``selective`` drops the attention core's ``S x S`` tensors and recomputes that core in the
@@ -57,7 +58,8 @@ from ..errors import InvalidOptionError
 
 __all__ = ["MixedPrecision", "RECOMPUTE_MODES", "ZERO_STAGES", "saved_activation_bytes",
            "saved_input_bytes", "backward_working_bytes", "zero3_gathered_bytes",
-           "pipeline_boundary_bytes", "check_zero", "check_recompute"]
+           "pipeline_boundary_bytes", "pipeline_receive_bytes", "RECEIVE_BUFFERS", "check_zero",
+           "check_recompute"]
 
 #: Per-layer recomputation choices (see the module docstring).
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -314,6 +316,46 @@ def backward_working_bytes(layer, kind, t: int, micro_batch: int,
     s = layer.output_shape[1]
     share = 1.0 / t if kind.split_compute else 1.0
     return float(pr.activation_bytes) * micro_batch * layer.attrs["heads"] * s * s * share
+
+
+#: How a pipeline's received messages are held (:func:`pipeline_receive_bytes`).
+RECEIVE_BUFFERS = ("preallocated", "in_flight")
+
+
+def pipeline_receive_bytes(stream_bytes: float, t: int, out_layout: str | None, in_layouts, *,
+                           micro_batches: int, receiving_chunks: int, in_flight: int,
+                           buffers: str = "preallocated") -> float:
+    """Bytes a rank's receive buffers hold beyond what its layers keep.
+
+    ``torch.distributed.pipelining``'s ``PipelineStage`` (``buffers="preallocated"``)
+    allocates, before the first step, one receive buffer per micro-batch for each chunk's
+    input activation (every chunk but the model's first) and for its output's gradient
+    (every chunk but the model's last), and keeps them: ``micro_batches x
+    receiving_chunks`` buffers of the stream as the program sends it (the rank's share of
+    the ``out_layout`` stream: its sequence slice, or all of it). An in-flight micro-batch's
+    received activation is its chunk's input: where the chunk keeps that very tensor (its
+    first layers read the stream in the layout it arrives in), its ``in_flight``
+    non-first-chunk buffers are counted with what the layers keep. Megatron-LM allocates
+    each message as it arrives (``buffers="in_flight"``): the in-flight inputs only, all
+    counted with the layers.
+
+    Examples
+    --------
+    >>> pipeline_receive_bytes(8.0, 2, "S", ["S"], micro_batches=4, receiving_chunks=2,
+    ...                        in_flight=1)
+    28.0
+    >>> pipeline_receive_bytes(8.0, 2, "S", ["S"], micro_batches=4, receiving_chunks=2,
+    ...                        in_flight=1, buffers="in_flight")
+    0.0
+    """
+    if buffers not in RECEIVE_BUFFERS:
+        raise InvalidOptionError(f"receive buffers must be among {RECEIVE_BUFFERS}, got "
+                                 f"{buffers!r}")
+    if buffers == "in_flight":
+        return 0.0
+    message = float(stream_bytes) * _share(out_layout, t)
+    kept = t == 1 or all(L == out_layout for L in in_layouts)
+    return micro_batches * receiving_chunks * message - (in_flight * message if kept else 0.0)
 
 
 def pipeline_boundary_bytes(stream_bytes: float, t: int, out_layout: str | None,
