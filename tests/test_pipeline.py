@@ -521,8 +521,9 @@ def test_pipeline_stage_receive_buffers_are_priced_per_micro_batch():
                                       pipeline=2, micro_batch_size=1, recompute="none",
                                       kinds=kinds, memory_limit=float("inf"),
                                       options=PipelineOptions(receive_buffers=buffers))
-    stream = 1 * 16 * 64 * MixedPrecision().activation_bytes            # b S h bytes
-    for kinds, message in (("megatron", stream), ("megatron_sp", stream / 2)):
+    # a message is each rank's sequence slice, with or without SP
+    message = 1 * 16 * 64 * MixedPrecision().activation_bytes / 2        # b S h / t bytes
+    for kinds in ("megatron", "megatron_sp"):
         pre, fly = plan("preallocated", kinds), plan("in_flight", kinds)
         m = pre.micro_batches
         assert m == 8

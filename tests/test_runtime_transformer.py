@@ -311,6 +311,22 @@ def test_verify_plan_audits_pipeline_sequence_parallel_and_full_recompute():
     assert audit.max_memory_error <= 0.10, audit.memory
 
 
+def test_verify_plan_audits_a_replicated_pipeline_with_distributed_checkpoints():
+    # without SP a replicated stream travels between stages as each rank's sequence slice
+    # (cut on sending, all-gathered on receiving: Megatron-LM's scatter-gather), and a fully
+    # recomputed block keeps its input's slice and gathers it once for the recompute, as
+    # priced: every row; before, the whole stream travelled (2x the priced messages) and
+    # the recompute gathered three times
+    audit, rows = _audited("llama", 4, dict(batch=4, t=2, p=2, b=1, recompute="full"),
+                           activations="allocated")
+    assert audit.max_rel_error <= 1e-4
+    assert {("stage 0", "p2p relayout"), ("stage 1", "p2p relayout"),
+            ("stage 0", "recompute")} <= set(rows)
+    _within(rows, list(rows))
+    # PipelineStage's receive buffers of slices, the boundary slices, the recompute
+    assert audit.max_memory_error <= 0.10, audit.memory
+
+
 def test_verify_plan_audits_gpt2_zero3_with_selective_recompute():
     # metered over the whole step: FSDP's gathered weights are no saved tensors
     audit, rows = _audited("gpt2", 4, dict(batch=4, t=2, b=1, zero=3,

@@ -17,7 +17,7 @@ from ..errors import SolverError
 from ..solvers.result import INFEASIBLE, OPTIMAL
 from .milp import _SparseMilp
 from .space import end_chunk_counts, in_flight_micro_batches, message_counts
-from .stages import _RECOMPUTE_INDEX, _StageTables
+from .stages import _StageTables
 from .training_memory import pipeline_boundary_bytes, pipeline_receive_bytes
 
 #: Relative slack of the memory rows and of the bound tests (rounding of sums).
@@ -100,23 +100,19 @@ class _ComboProblem:
             return np.zeros(len(B))
         first, last = self._end_chunk_counts(s)
         st = T.struct
-        outs, ins = T.block_out_class(B), T.block_in_class(B)
+        ins = T.block_in_class(B)
         # the chunks that receive: activations (all but the model's first), gradients (all
         # but its last)
         receiving = 2 * c.v - (s == 0) - (s == c.p - 1)
         out = np.zeros(len(B))
+        buffers = pipeline_receive_bytes(
+            T.stream_bytes, c.t, micro_batches=c.m, receiving_chunks=receiving,
+            in_flight=self.f[s] - first, buffers=T.pricing.receive_buffers)
         for j in range(len(B)):
-            out_layout = T.block_kinds[st.exit][int(outs[j])].out
             cls = T.in_classes[int(ins[j])]
             in_layouts = [T.block_kinds[e][cls[n]].ins[i] for n, (e, i) in enumerate(st.entry)]
-            in_b, out_b = pipeline_boundary_bytes(
-                T.stream_bytes, c.t, out_layout, in_layouts,
-                int(B.mode[j]) == _RECOMPUTE_INDEX["full"])
-            out[j] = (self.f[s] - first) * in_b + (self.f[s] - last) * out_b
-            out[j] += pipeline_receive_bytes(
-                T.stream_bytes, c.t, out_layout, in_layouts, micro_batches=c.m,
-                receiving_chunks=receiving,
-                in_flight=self.f[s] - first, buffers=T.pricing.receive_buffers)
+            in_b, out_b = pipeline_boundary_bytes(T.stream_bytes, c.t, in_layouts)
+            out[j] = (self.f[s] - first) * in_b + (self.f[s] - last) * out_b + buffers
         return out
 
     # ------------------------------------------------------------------ exact evaluation

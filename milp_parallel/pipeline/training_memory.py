@@ -322,30 +322,28 @@ def backward_working_bytes(layer, kind, t: int, micro_batch: int,
 RECEIVE_BUFFERS = ("preallocated", "in_flight")
 
 
-def pipeline_receive_bytes(stream_bytes: float, t: int, out_layout: str | None, in_layouts, *,
-                           micro_batches: int, receiving_chunks: int, in_flight: int,
+def pipeline_receive_bytes(stream_bytes: float, t: int, *, micro_batches: int,
+                           receiving_chunks: int, in_flight: int,
                            buffers: str = "preallocated") -> float:
-    """Bytes a rank's receive buffers hold beyond what its layers keep.
+    """Bytes a rank's receive buffers hold beyond the boundary tensors and what its layers
+    keep.
 
     ``torch.distributed.pipelining``'s ``PipelineStage`` (``buffers="preallocated"``)
     allocates, before the first step, one receive buffer per micro-batch for each chunk's
     input activation (every chunk but the model's first) and for its output's gradient
     (every chunk but the model's last), and keeps them: ``micro_batches x
-    receiving_chunks`` buffers of the stream as the program sends it (the rank's share of
-    the ``out_layout`` stream: its sequence slice, or all of it). An in-flight micro-batch's
-    received activation is its chunk's input: where the chunk keeps that very tensor (its
-    first layers read the stream in the layout it arrives in), its ``in_flight``
-    non-first-chunk buffers are counted with what the layers keep. Megatron-LM allocates
-    each message as it arrives (``buffers="in_flight"``): the in-flight inputs only, all
-    counted with the layers.
+    receiving_chunks`` buffers of one message, the rank's ``1/t`` sequence slice of the
+    stream (:func:`pipeline_boundary_bytes`). The ``in_flight`` non-first-chunk micro-batches'
+    received inputs are those buffers, already counted (by the layers that keep them, or as
+    boundary tensors). Megatron-LM allocates each message as it arrives
+    (``buffers="in_flight"``): nothing beyond.
 
     Examples
     --------
-    >>> pipeline_receive_bytes(8.0, 2, "S", ["S"], micro_batches=4, receiving_chunks=2,
-    ...                        in_flight=1)
+    >>> pipeline_receive_bytes(8.0, 2, micro_batches=4, receiving_chunks=2, in_flight=1)
     28.0
-    >>> pipeline_receive_bytes(8.0, 2, "S", ["S"], micro_batches=4, receiving_chunks=2,
-    ...                        in_flight=1, buffers="in_flight")
+    >>> pipeline_receive_bytes(8.0, 2, micro_batches=4, receiving_chunks=2, in_flight=1,
+    ...                        buffers="in_flight")
     0.0
     """
     if buffers not in RECEIVE_BUFFERS:
@@ -353,13 +351,10 @@ def pipeline_receive_bytes(stream_bytes: float, t: int, out_layout: str | None, 
                                  f"{buffers!r}")
     if buffers == "in_flight":
         return 0.0
-    message = float(stream_bytes) * _share(out_layout, t)
-    kept = t == 1 or all(L == out_layout for L in in_layouts)
-    return micro_batches * receiving_chunks * message - (in_flight * message if kept else 0.0)
+    return (micro_batches * receiving_chunks - in_flight) * float(stream_bytes) / t
 
 
-def pipeline_boundary_bytes(stream_bytes: float, t: int, out_layout: str | None,
-                            in_layouts, full_recompute: bool) -> tuple[float, float]:
+def pipeline_boundary_bytes(stream_bytes: float, t: int, in_layouts) -> tuple[float, float]:
     """Bytes per in-flight micro-batch that a pipeline chunk's boundary tensors hold beside
     what its layers keep: ``(received input, sent output)``.
 
@@ -368,18 +363,19 @@ def pipeline_boundary_bytes(stream_bytes: float, t: int, out_layout: str | None,
     activation, which needs its gradient sent back) and its output (``fwd_cache``: the
     backward pass calls ``torch.autograd.backward(output, grad)``, which checks the output's
     shape, so Megatron-LM's trick of freeing the sent output's data, ``deallocate_output_
-    tensor``, does not carry over cleanly). With ``s b h`` activation elements of the stream
-    (``stream_bytes`` in bytes, whole), a rank holds ``stream_bytes`` times the stream's share
-    on it (``1/t`` sequence-parallel, else 1) of each:
+    tensor``, does not carry over cleanly). Messages travel as each rank's ``1/t`` sequence
+    slice of the ``s b h`` stream (``stream_bytes`` in bytes, whole; Megatron-LM's
+    scatter-gather): a sequence-split stream as it is, a replicated one cut on sending (in
+    its own storage) and all-gathered on receiving. So a rank holds, of each in-flight
+    micro-batch, one slice of each:
 
-    * the output is the chunk's last layer's output (a residual add), which no layer of the
-      chunk keeps: always extra, except on the model's last chunk, whose output is the
-      logits the loss already keeps (not called here);
-    * the input is the chunk's first layer's input, which that layer (a norm) keeps itself
-      (the same storage) without recomputation, and which full recomputation keeps itself
-      at ``t = 1`` or when the input is already the rank's sequence slice; only full
-      recomputation with replicated ``t > 1`` inputs keeps a ``1/t`` copy instead
-      (Megatron-LM's distributed checkpoints), so the whole received input is extra.
+    * the output: the slice sent, which no layer of the chunk keeps: always extra, except on
+      the model's last chunk, whose output is the logits the loss already keeps (not called
+      here);
+    * the input: the slice received, which the chunk's first layers keep themselves when
+      they read it as it arrives (a sequence-split stream, or ``t = 1``); a replicated
+      stream's first layers keep the gathered copy (or, fully recomputed, a slice of their
+      own), so the received slice is extra.
 
     A rank of stage ``s`` holds, at the schedule's peak, ``f_s`` chunk micro-batches
     (:func:`~milp_parallel.pipeline.space.in_flight_micro_batches`); the caller counts how
@@ -388,12 +384,9 @@ def pipeline_boundary_bytes(stream_bytes: float, t: int, out_layout: str | None,
 
     Examples
     --------
-    >>> pipeline_boundary_bytes(8.0, 2, "R", ["R"], True)
-    (8.0, 8.0)
-    >>> pipeline_boundary_bytes(8.0, 2, "S", ["S"], True)
-    (0.0, 4.0)
+    >>> pipeline_boundary_bytes(8.0, 2, ["R"]), pipeline_boundary_bytes(8.0, 2, ["S"])
+    ((4.0, 4.0), (0.0, 4.0))
     """
-    out_b = float(stream_bytes) * _share(out_layout, t)
-    share_in = max((_share(L, t) for L in in_layouts), default=1.0)
-    in_b = float(stream_bytes) if full_recompute and t > 1 and share_in == 1.0 else 0.0
-    return in_b, out_b
+    message = float(stream_bytes) / t
+    kept = t == 1 or all(L == "S" for L in in_layouts)
+    return (0.0 if kept else message), message

@@ -225,6 +225,11 @@ class _Stage(nn.Module):
         self.distribute_checkpoints = None
         #: the audit row of the distributed checkpoints' gathers
         self.recompute_label = ("stage", "recompute")
+        #: the tensor-parallel mesh when a replicated stream travels between stages as this
+        #: rank's sequence slice (Megatron-LM's scatter-gather, what the plan prices), else
+        #: None; and the audit row of both re-layouts (the received, the sent)
+        self.message_mesh = None
+        self.message_label = ("stage", "p2p relayout")
         base_name = "model" if family == "llama" else "transformer"
         src = getattr(hf, base_name)
         base = nn.Module()
@@ -253,6 +258,10 @@ class _Stage(nn.Module):
 
     def forward(self, x):
         from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+
+        from .audit import labelled_call
+        if self.message_mesh is not None and not self.first:
+            x = labelled_call(self.message_label, _gather_sequence, x, self.message_mesh)
         if self.family == "llama":
             base = self.model
             h = base.embed_tokens(x) if self.first else x
@@ -284,33 +293,47 @@ class _Stage(nn.Module):
                     h = layer(h, **kw)
         if self.last:
             h = self.lm_head(base.norm(h) if self.family == "llama" else base.ln_f(h))
+        elif self.message_mesh is not None:
+            h = labelled_call(self.message_label, _cut_sequence, h, self.message_mesh)
         return h
 
 
 def _distributed_checkpoint(layer, h, tp_mesh, kw, key):
     """Full recomputation of ``layer`` keeping only this rank's ``1/t`` sequence slice of
     its replicated input ``h`` (Megatron-LM's ``--distribute-saved-activations``, what the
-    plan prices): the slice is all-gathered again for the recompute. The slice is
-    ``Replicate -> Shard(1)`` of a DTensor, whose backward all-gathers the (replicated)
-    input gradient; the gather inside is ``Shard(1) -> Replicate``, whose backward takes the
-    slice of it. Both gathers are counted under ``key`` in an audit."""
-    from torch.distributed.tensor import DTensor, Replicate, Shard
+    plan prices). The forward runs on ``h`` itself and the checkpoint keeps a copy of the
+    slice (no collective); the recompute all-gathers it (counted under ``key`` in an audit)
+    and reads it as a leaf that requires a gradient, so it saves what the forward saved;
+    the input gradient flows through the forward's own graph."""
     from torch.utils.checkpoint import checkpoint
 
     from .audit import labelled_call
-
-    def cut(x):
-        return DTensor.from_local(x, tp_mesh, (Replicate(),), run_check=False).redistribute(
-            tp_mesh, (Shard(1),)).to_local().clone()      # its own storage: ``h`` can go
-
-    def gather(x):
-        return DTensor.from_local(x, tp_mesh, (Shard(1),), run_check=False).redistribute(
-            tp_mesh, (Replicate(),)).to_local()
+    piece = h.detach().chunk(tp_mesh.size(), dim=1)[tp_mesh.get_local_rank()].clone()
+    box = [h]           # the forward's input, dropped once it ran: only the slice stays
 
     def run(x, **kwargs):
-        return layer(labelled_call(key, gather, x), **kwargs)
+        whole = box.pop() if box else \
+            labelled_call(key, _gather_sequence, x, tp_mesh).requires_grad_()
+        return layer(whole, **kwargs)
 
-    return checkpoint(run, labelled_call(key, cut, h), use_reentrant=False, **kw)
+    return checkpoint(run, piece, use_reentrant=False, **kw)
+
+
+def _cut_sequence(x, tp_mesh):
+    """This rank's sequence slice of a replicated ``x`` (``Replicate -> Shard(1)``: its
+    backward all-gathers the gradient), in its own storage, so ``x`` can go (a stage's
+    output, sent as slices)."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    return DTensor.from_local(x, tp_mesh, (Replicate(),), run_check=False).redistribute(
+        tp_mesh, (Shard(1),)).to_local().clone()
+
+
+def _gather_sequence(x, tp_mesh):
+    """The whole sequence from every rank's slice (``Shard(1) -> Replicate``: its backward
+    takes the gradient's slice)."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    return DTensor.from_local(x, tp_mesh, (Shard(1),), run_check=False).redistribute(
+        tp_mesh, (Replicate(),)).to_local()
 
 
 # ====================================================================== tensor parallelism
@@ -608,7 +631,7 @@ class ParallelTransformer(nn.Module):
         lay = self._layout
         S = self._seq_len
         h = cfg.hidden_size
-        s_loc = S // lay.t if lay.sequence_parallel else S
+        s_loc = S // lay.t        # messages travel as sequence slices
         meta = torch.device("meta")
         dtype = next(chunk.parameters()).dtype
         if chunk.first:
@@ -713,7 +736,7 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
     heads = cfg.num_attention_heads if family == "llama" else cfg.n_head
     kv = getattr(cfg, "num_key_value_heads", None) or heads
     for what, n in (("key/value heads", kv), ("vocabulary", cfg.vocab_size),
-                    ("sequence", S if lay.sequence_parallel else lay.t)):
+                    ("sequence", S)):     # messages travel as sequence slices
         if n % lay.t:
             raise InvalidOptionError(f"the plan splits the {what} ({n}) {lay.t} ways; it "
                                      f"does not divide")
@@ -751,6 +774,9 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
                      lay.wpe_vocab)
             if rec == "full" and not lay.sequence_parallel:
                 stage.distribute_checkpoints = tp_mesh
+            if not lay.sequence_parallel:
+                stage.message_mesh = tp_mesh
+                stage.message_label = (f"stage {s}", "p2p relayout")
             stage.recompute_label = (f"stage {s}", "recompute")
             _label_collectives(stage, family)
             if lay.sequence_parallel:
