@@ -767,6 +767,11 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
         if family == "gpt2":
             for blk in stage.blocks():
                 _gpt2_to_linear(blk, lay.t)
+                if getattr(cfg, "activation_function", None) == "gelu_new":
+                    # the tanh gelu as one op (Megatron-LM's fused bias-gelu, what the plan
+                    # prices): ``gelu_new`` is the same function as seven element-wise ops,
+                    # each of whose intermediates autograd keeps
+                    blk.mlp.act = nn.GELU(approximate="tanh")
         if lay.t > 1:
             for blk in stage.blocks():
                 _tp_block(blk, family, tp_mesh, lay.sequence_parallel)
