@@ -43,8 +43,7 @@ gradients are then on its parameters, named as the original module's
 (:meth:`ParallelTransformer.full_gradients` gathers them whole, in the original layout).
 
 What the program does not do as the plan prices it is listed in ``docs/runtime_transformer.md``
-(ZeRO-1 runs as ZeRO-2, the sequence-parallel input is gathered once and kept, a replicated
-stage output is sent whole).
+(ZeRO-1 runs as ZeRO-2: FSDP2 shards the gradients too).
 """
 
 from __future__ import annotations
