@@ -2,9 +2,10 @@
 modules in real gloo CPU processes (world sizes 2 and 4, float32), gradients and loss
 against the single-process step.
 
-C1's audit harness (runtime/verify.py) was not there when this was written: the spawn is
-this file's own (``_run``), and it checks numerics only; collectives and memory are audited
-in benchmarks/memory_audit.py (memory at the Megatron sizes under fake tensors).
+The numerics tests spawn with this file's own ``_run``; the ``test_verify_plan_*`` audits
+go through ``verify_plan`` (runtime/verify.py) and check every collective row and each
+rank's memory against the plan. Memory at the Megatron sizes, under fake tensors, is
+benchmarks/memory_audit.py's.
 """
 
 from __future__ import annotations
