@@ -97,7 +97,7 @@ def _every_op_graph() -> LayerGraph:
     g.layernorm("ln", "sm")
     g.rmsnorm("rms", "ln")
     g.slice("sl", "rms", "c", 0, 1)
-    g.fanout("fan", "sl")
+    g.fanout("fan", "sl", linear_readers=True)
     g.matmul("mm", "tr", "resh")
     g.input("ids", (2, 5), dims="ns")
     g.embedding("emb", "ids", 11, 12)
