@@ -734,8 +734,10 @@ def parallelize_transformer(module, plan, mesh=None, *, seq_len: int | None = No
     S = seq_len or getattr(cfg, "max_position_embeddings", None) or cfg.n_positions
     heads = cfg.num_attention_heads if family == "llama" else cfg.n_head
     kv = getattr(cfg, "num_key_value_heads", None) or heads
+    # sequence slices: SP, the messages between stages, the distributed checkpoints
+    slices = lay.sequence_parallel or lay.p > 1 or "full" in lay.recompute
     for what, n in (("key/value heads", kv), ("vocabulary", cfg.vocab_size),
-                    ("sequence", S)):     # messages travel as sequence slices
+                    ("sequence", S if slices else lay.t)):
         if n % lay.t:
             raise InvalidOptionError(f"the plan splits the {what} ({n}) {lay.t} ways; it "
                                      f"does not divide")
