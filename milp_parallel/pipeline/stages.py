@@ -110,7 +110,8 @@ class _StageTables:
             u = preds[0][0]
             into = pr.edge(blk[u], L, 0, kinds[u], kinds[j])
             outs = [pr.edge(L, blk[r], i, kinds[j], kinds[r]) for r, i in readers]
-            keep: set[int] = set()
+            gather = np.array([k.gathers_input for k in kinds[j]])
+            keep = set(np.flatnonzero(gather).tolist())
             for w in weights:
                 # total[a, f, r_1, ..., r_k]: producer kind a, fanout kind f, reader kinds
                 total = (w * into[0] + into[1]).reshape(into[0].shape + (1,) * len(outs))
@@ -118,10 +119,8 @@ class _StageTables:
                     shape = [1, fw.shape[0]] + [1] * len(outs)
                     shape[2 + n] = fw.shape[1]
                     total = total + (w * fw + bw).reshape(shape)
-                gather = np.array([k.gathers_input for k in kinds[j]])
                 total = np.where(gather.reshape((1, -1) + (1,) * len(outs)), np.inf, total)
                 keep |= set(np.unique(np.argmin(total, axis=1)).tolist())
-                keep |= set(np.flatnonzero(gather).tolist())
             kinds[j] = tuple(k for f, k in enumerate(kinds[j]) if f in keep)
 
     # ------------------------------------------------------------------ constants

@@ -216,6 +216,13 @@ def zero3_gathered_bytes(params: float, precision: MixedPrecision | None = None,
     return float(params) * (copies * float(pr.param_bytes) + float(pr.grad_bytes))
 
 
+#: Ops that keep their (first) input itself for the backward pass, and those that keep
+#: every input (:func:`saved_input_bytes`).
+_KEEPS_FIRST_INPUT = frozenset({"layernorm", "rmsnorm", "elementwise", "conv", "batchnorm",
+                                "linear", "attention"})
+_KEEPS_INPUTS = frozenset({"mul", "matmul"})
+
+
 def _share(layout: str | None, t: int) -> float:
     return 1.0 / t if layout in ("S", "C", "N") else 1.0
 
@@ -251,15 +258,12 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
     op = layer.op
     a_b = float(pr.activation_bytes) * micro_batch
     ins = layer.input_elements
-    if op in ("layernorm", "rmsnorm", "elementwise", "conv", "batchnorm"):
-        return a_b * ins[0] * _share(kind.ins[0], t), 0.0
     if op in ("linear", "fanout") and kind.gathers_input:
         # the slice, which the backward gathers again; a recomputed forward's gather
         return a_b * ins[0] * (1.0 if recomputed else 1.0 / t), 0.0
-    if op == "linear":
-        return a_b * ins[0] * _share(kind.ins[0], t), 0.0
-    if op in ("mul", "matmul"):
-        return sum(a_b * n * _share(L, t) for n, L in zip(ins, kind.ins)), 0.0
+    if op in _KEEPS_INPUTS or op in _KEEPS_FIRST_INPUT and op != "attention":
+        return sum(saved_input_bytes(layer, kind, i, t, micro_batch, pr)
+                   for i in range(len(ins))), 0.0
     if op == "dropout":
         p = float(layer.attrs.get("p", 0.0))
         return (float(pr.mask_bytes) * micro_batch * layer.output_elements
@@ -270,7 +274,7 @@ def saved_activation_bytes(layer, kind, t: int, micro_batch: int,
         return float(pr.loss_bytes) * micro_batch * ins[0] * _share(kind.ins[0], t), 0.0
     if op == "attention":
         at = layer.attrs
-        kept = a_b * ins[0] * _share(kind.ins[0], t)
+        kept = saved_input_bytes(layer, kind, 0, t, micro_batch, pr)
         if flash:
             return kept, 0.0
         s = layer.output_shape[1]
@@ -289,9 +293,7 @@ def saved_input_bytes(layer, kind, index: int, t: int, micro_batch: int,
     attention core's first input, both factors of a product; nothing for a layer that keeps
     another tensor (a loss, a dropout's mask) or none (an add)."""
     pr = precision or MixedPrecision()
-    op = layer.op
-    if (op in ("mul", "matmul") or index == 0 and op in (
-            "layernorm", "rmsnorm", "elementwise", "conv", "batchnorm", "linear", "attention")):
+    if layer.op in _KEEPS_INPUTS or index == 0 and layer.op in _KEEPS_FIRST_INPUT:
         return float(pr.activation_bytes) * micro_batch * layer.input_elements[index] \
             * _share(kind.ins[index], t)
     return 0.0
