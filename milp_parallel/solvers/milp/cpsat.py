@@ -120,7 +120,8 @@ def scale_memory_row(coefs: np.ndarray, rhs: float) -> tuple[np.ndarray, int, bo
         # so nothing is excluded (the presolve's budget tolerance makes rhs fractional).
         return coefs.astype(np.int64), int(math.floor(rhs)), True
     s = 2.0 ** min(_MEMORY_BITS - math.ceil(math.log2(big)), 900)
-    c = np.ceil(coefs * s)
+    # rounded up, and a positive coefficient that underflows the scale stays positive
+    c = np.where(coefs > 0, np.maximum(np.ceil(coefs * s), 1.0), np.ceil(coefs * s))
     r = math.floor(rhs * s)
     exact = bool(np.all(c == coefs * s)) and r == rhs * s
     return c.astype(np.int64), int(r), exact
