@@ -445,6 +445,9 @@ def _add_calibrate(sub, common, fmt) -> None:
     p.add_argument("--model", action="append", metavar="NAME",
                    help="zoo model to profile (repeatable; default lenet5)")
     p.add_argument("--batch-size", type=_positive_int, help="global batch of the models")
+    p.add_argument("--statistic", choices=("median", "min"), default="median",
+                   help="what is kept of a message size's repetitions (default median: the "
+                        "typical time, as a profile table and a measured step keep)")
     p.set_defaults(func=_cmd_calibrate)
 
 
@@ -466,12 +469,16 @@ def _cmd_calibrate(args) -> int:
     topo, rep = calibrate(args.out, world_size=args.world_size, backend=args.backend,
                           threads=args.threads, sizes=sizes, repeats=args.repeats,
                           profile_path=args.profile, models=tuple(args.model or ["lenet5"]),
-                          batch_size=args.batch_size)
-    fit = rep["fit"]
+                          batch_size=args.batch_size, statistic=args.statistic)
     _out(f"wrote {args.out}: {topo!r}")
-    _out(f"alpha {fit['alpha_s'] * 1e6:.2f} us, bandwidth {fit['bandwidth_bytes_per_s'] / 1e9:.3f}"
-         f" GB/s (RMS relative error {100 * fit['rms_relative_error']:.1f}% over {fit['n']} "
-         f"measurements); all-reduce / compute overlap {rep['overlap_efficiency']:.2f}")
+    for kind, fit in rep["fits_by_kind"].items():
+        if "error" in fit:
+            _out(f"{kind}: no fit ({fit['error']})")
+            continue
+        _out(f"{kind}: alpha {fit['alpha_s'] * 1e6:.2f} us, bandwidth "
+             f"{fit['bandwidth_bytes_per_s'] / 1e9:.3f} GB/s (RMS relative error "
+             f"{100 * fit['rms_relative_error']:.1f}% over {fit['n']} sizes)")
+    _out(f"all-reduce / compute overlap {rep['overlap_efficiency']:.2f}")
     if args.profile:
         _out(f"wrote {args.profile}")
     return EXIT_OK

@@ -76,6 +76,15 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
     rep = load_report(out)
     assert rep["world_size"] == 2 and len(rep["measurements"]) == 3 * 6
     assert 0.0 <= rep["overlap_efficiency"] <= 1.0
+    # the link is the point-to-point fit, the collectives keep their own
+    assert rep["statistic"] == "median"
+    fits = rep["fits_by_kind"]
+    lv = topo.levels[0]
+    assert lv.bandwidth_bytes_per_s == fits["p2p"]["bandwidth_bytes_per_s"]
+    assert lv.latency_s == fits["p2p"]["alpha_s"]
+    assert {k: (a, b) for k, a, b in lv.collectives} == {
+        k: (fits[k]["alpha_s"], fits[k]["bandwidth_bytes_per_s"])
+        for k in ("allreduce", "allgather") if "error" not in fits[k]}
     table = json.loads(prof.read_text())
     assert table["entries"] and table["meta"]["concurrent_processes"] == 2
     # the calibrated cluster solves like any other

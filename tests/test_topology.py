@@ -67,6 +67,31 @@ def test_allreduce_on_one_node_and_across_nodes():
     assert both == pytest.approx([inside, across])
 
 
+def test_a_collective_with_its_own_measured_figures_uses_them_and_only_it():
+    base = abci16()
+    own = Level("nvlink", 4, 50e9, 9e-6, collectives=(("allreduce", 30e-6, 20e9),))
+    t = Topology(base.device, (own,) + base.levels[1:], "measured")
+    m = 4e6
+    # the all-reduce inside a node is priced with its own alpha and bandwidth ...
+    assert t.allreduce_seconds([0, 1, 2, 3], m) == pytest.approx(2 * 3 * (30e-6 + (m / 4) / 20e9))
+    # ... the all-gather and the links are not, nor a ring across nodes, whose slowest
+    # level is still InfiniBand
+    assert t.allgather_seconds([0, 1, 2, 3], m) == pytest.approx(
+        base.allgather_seconds([0, 1, 2, 3], m))
+    assert t.allreduce_seconds([0, 4, 8, 12], m) == pytest.approx(
+        base.allreduce_seconds([0, 4, 8, 12], m))
+    assert t.p2p_seconds(0, 1, m) == pytest.approx(base.p2p_seconds(0, 1, m))
+    # kept by to_dict / from_dict and by with_devices
+    assert Topology.from_dict(t.to_dict()) == t
+    assert t.with_devices(2).levels[0].collectives == own.collectives
+    for bad, match in [((("bcast", 1e-5, 1e9),), "bcast"),
+                       ((("allreduce", 1e-5, 1e9), ("allreduce", 2e-5, 1e9)), "twice"),
+                       ((("allreduce", -1.0, 1e9),), "latency_s"),
+                       ((("allreduce", 1e-5, 0.0),), "bandwidth")]:
+        with pytest.raises(InvalidTopologyError, match=match):
+            Level("nvlink", 4, 50e9, 9e-6, collectives=bad)
+
+
 def test_abci_latency_grows_with_the_ring():
     big = clusters.get("abci", nodes=64)
     m = 1e6
@@ -173,8 +198,12 @@ def test_selene_and_eos_presets_carry_the_published_figures():
 
 # ---------------------------------------------------------------------- strict reader (issue 22.3)
 def _cluster_doc():
-    """A document with every optional key present (latency_steps, uplinks, peak table)."""
-    return abci16().to_dict()
+    """A document with every optional key present (latency_steps, uplinks, peak table, a
+    collective's own figures)."""
+    doc = abci16().to_dict()
+    doc["levels"][0]["collectives"] = {"allreduce": {"latency_s": 2e-5,
+                                                     "bandwidth_bytes_per_s": 4e10}}
+    return doc
 
 
 def _objects(doc):
@@ -183,6 +212,10 @@ def _objects(doc):
     yield "device", doc["device"]
     for i, lv in enumerate(doc["levels"]):
         yield f"levels[{i}]", lv
+        if "collectives" in lv:
+            yield f"levels[{i}].collectives", lv["collectives"]
+            for kind, c in lv["collectives"].items():
+                yield f"levels[{i}].collectives.{kind}", c
 
 
 def _typos(key):

@@ -30,6 +30,11 @@ hierarch.  ``sum_l 2 (s_l - 1) (alpha_l + m_l / bw_l)``,     ``sum_l (s_l - 1) (
 
 Point-to-point: ``alpha + m / bw`` on the link between the two devices.
 
+A level that lists a collective's own measured figures (``Level.collectives``, written by
+:func:`milp_parallel.calibrate`) prices that collective with them in place of ``alpha_l`` and
+``bw_l``: the same formulas, with the alpha and bandwidth the backend's implementation of it
+reached.
+
 **Network cards shared per node.** A level with ``uplinks = U > 0`` gives each unit of the
 level below (a node) ``U`` cards of ``bw_l``; the flows that leave (or enter) one unit over
 that level at the same time share them: each gets ``bw_l * min(1, U / flows)``. A ring has one
@@ -155,12 +160,10 @@ def _group_levels(topology, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, flows
 
 
-def _level_params(topology, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lv = topology.levels
-    alpha = np.array([x.latency_for(r) for x in lv], float)
-    bw = np.array([x.bandwidth_bytes_per_s for x in lv], float)
-    up = np.array([x.uplinks for x in lv], float)
-    return alpha, bw, up
+def _level_params(topology, r: int, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    own = np.array([x.collective_params(kind, r) for x in topology.levels], float)
+    up = np.array([x.uplinks for x in topology.levels], float)
+    return own[:, 0], own[:, 1], up
 
 
 def _share(up: np.ndarray, flows: np.ndarray) -> np.ndarray:
@@ -197,7 +200,7 @@ def cost_table(topology, devices, kind: str = "allreduce",
     if r <= 1:
         return lat, per_byte
     s, ring_flows = _group_levels(topology, d)
-    alpha, bw, up = _level_params(topology, r)
+    alpha, bw, up = _level_params(topology, r, kind)
     n_lv = len(topology.levels)
     steps = 2.0 if kind == "allreduce" else 1.0
     share = _share(up, ring_flows)

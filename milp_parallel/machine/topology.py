@@ -26,7 +26,7 @@ models ParaDL's ABCI calibration (the InfiniBand alpha grows with the job size).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import InvalidTopologyError
 
 __all__ = ["Device", "Level", "Topology", "TOPOLOGY_FORMAT", "TOPOLOGY_FORMAT_VERSION",
-           "DTYPE_BYTES"]
+           "DTYPE_BYTES", "COLLECTIVE_KINDS"]
 
 TOPOLOGY_FORMAT = "milp_parallel.topology"
 TOPOLOGY_FORMAT_VERSION = 1
@@ -61,7 +61,10 @@ _DEVICE_KEYS = frozenset({"name", "memory_bytes", "peak_flops", "efficiency",
                           "memory_bandwidth_bytes_per_s", "kernel_launch_s",
                           "peak_flops_by_dtype"})
 _LEVEL_KEYS = frozenset({"name", "fanout", "bandwidth_bytes_per_s", "latency_s",
-                         "latency_steps", "uplinks"})
+                         "latency_steps", "uplinks", "collectives"})
+_COLLECTIVE_KEYS = frozenset({"latency_s", "bandwidth_bytes_per_s"})
+#: The collectives a level may price with their own measured alpha and bandwidth.
+COLLECTIVE_KINDS = ("allreduce", "allgather", "reducescatter")
 
 
 def _unknown_dtype(value: Any, *, key: bool = False) -> str:
@@ -215,11 +218,20 @@ class Level:
         level (network cards per node for an inter-node level). The devices of a unit that
         send or receive over this level at the same time share them. ``0``: one per device
         (no sharing).
+    collectives : tuple of (str, float, float), optional
+        ``((kind, latency_s, bandwidth_bytes_per_s), ...)``: a collective's own alpha and
+        bandwidth on this level, as measured (:func:`milp_parallel.calibrate`), for kinds of
+        :data:`COLLECTIVE_KINDS`. A backend's collective can be slower per byte than the
+        point-to-point messages its links carry (gloo on CPU sums an all-reduce on the cores
+        that send it and copies an all-gather's parts into a list); the collective formulas
+        use these figures in place of the level's for that kind. Kinds not listed use
+        ``latency_for`` and ``bandwidth_bytes_per_s``.
 
     Raises
     ------
     InvalidTopologyError
-        For a non-positive fanout or bandwidth, a negative latency, or unsorted steps.
+        For a non-positive fanout or bandwidth, a negative latency, unsorted steps, or an
+        unknown or repeated collective kind.
 
     Examples
     --------
@@ -234,6 +246,7 @@ class Level:
     latency_s: float = 0.0
     latency_steps: tuple[tuple[int, float], ...] = field(default=())
     uplinks: int = 0
+    collectives: tuple[tuple[str, float, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
         _positive(self.fanout, f"level {self.name!r}: fanout", integer=True)
@@ -261,6 +274,32 @@ class Level:
                 f"level {self.name!r}: latency_steps must be sorted by strictly increasing "
                 f"max_devices, got {steps}")
         object.__setattr__(self, "latency_steps", steps)
+        own = []
+        for entry in self.collectives:
+            kind, lat_k, bw_k = entry
+            if kind not in COLLECTIVE_KINDS:
+                raise InvalidTopologyError(
+                    f"level {self.name!r}: collectives names {kind!r}; known: "
+                    f"{', '.join(COLLECTIVE_KINDS)}")
+            if any(k == kind for k, _, _ in own):
+                raise InvalidTopologyError(
+                    f"level {self.name!r}: collectives gives {kind!r} twice")
+            _positive(bw_k, f"level {self.name!r}: collectives {kind!r} bandwidth_bytes_per_s")
+            if not (isinstance(lat_k, (int, float, np.floating)) and math.isfinite(lat_k)
+                    and lat_k >= 0) or isinstance(lat_k, bool):
+                raise InvalidTopologyError(
+                    f"level {self.name!r}: collectives {kind!r} latency_s must be a "
+                    f"non-negative number, got {lat_k!r}")
+            own.append((str(kind), float(lat_k), float(bw_k)))
+        object.__setattr__(self, "collectives", tuple(own))
+
+    def collective_params(self, kind: str, n_devices: int) -> tuple[float, float]:
+        """``(latency_s, bandwidth_bytes_per_s)`` of one step of collective ``kind`` over
+        ``n_devices`` devices: its own measured figures, else the level's."""
+        for k, lat, bw in self.collectives:
+            if k == kind:
+                return lat, bw
+        return self.latency_for(n_devices), float(self.bandwidth_bytes_per_s)
 
     def latency_for(self, n_devices: int) -> float:
         """The latency (s) of one ring step in a collective over ``n_devices`` devices."""
@@ -276,6 +315,9 @@ class Level:
             d["latency_steps"] = [list(s) for s in self.latency_steps]
         if self.uplinks:
             d["uplinks"] = self.uplinks
+        if self.collectives:
+            d["collectives"] = {k: {"latency_s": lat, "bandwidth_bytes_per_s": bw}
+                                for k, lat, bw in self.collectives}
         return d
 
     @classmethod
@@ -284,7 +326,9 @@ class Level:
         return cls(str(d["name"]), d["fanout"], d["bandwidth_bytes_per_s"],
                    d.get("latency_s", 0.0),
                    tuple((int(a), float(b)) for a, b in d.get("latency_steps", ())),
-                   d.get("uplinks", 0))
+                   d.get("uplinks", 0),
+                   tuple((k, v["latency_s"], v["bandwidth_bytes_per_s"])
+                         for k, v in d.get("collectives", {}).items()))
 
 
 @dataclass(frozen=True)
@@ -534,8 +578,7 @@ class Topology:
                     raise InvalidTopologyError(
                         f"{n} devices do not fill whole units of {below} devices (level "
                         f"{lv.name!r}); use a multiple of {below}")
-                levels.append(Level(lv.name, n // below, lv.bandwidth_bytes_per_s,
-                                    lv.latency_s, lv.latency_steps, lv.uplinks))
+                levels.append(replace(lv, fanout=n // below))
                 break
             levels.append(lv)
             below *= lv.fanout
@@ -567,7 +610,9 @@ class Topology:
           object of dtype -> FLOP/s; default none).
         - ``levels[i]``: ``name``, ``fanout``, ``bandwidth_bytes_per_s`` (required),
           ``latency_s`` (default 0), ``latency_steps`` (a list of ``[max_devices,
-          latency_s]``; default none), ``uplinks`` (default 0: one link per device).
+          latency_s]``; default none), ``uplinks`` (default 0: one link per device),
+          ``collectives`` (an object of collective kind -> ``{"latency_s",
+          "bandwidth_bytes_per_s"}``, both required; default none).
 
         Raises
         ------
@@ -624,13 +669,24 @@ class Topology:
                     st = f.array(st, f"{w}.latency_steps[{j}]", length=2)
                     steps.append((f.integer(st[0], f"{w}.latency_steps[{j}][0]", minimum=1),
                                   f.number(st[1], f"{w}.latency_steps[{j}][1]")))
+                own = []
+                kinds = f.keys(lv.get("collectives", {}), frozenset(COLLECTIVE_KINDS),
+                               f"{w}.collectives")
+                for kind, c in kinds.items():
+                    cw = f"{w}.collectives.{kind}"
+                    c = f.keys(c, _COLLECTIVE_KEYS, cw,
+                               required=("latency_s", "bandwidth_bytes_per_s"))
+                    own.append((kind, f.number(c["latency_s"], f"{cw}.latency_s"),
+                                f.number(c["bandwidth_bytes_per_s"],
+                                         f"{cw}.bandwidth_bytes_per_s")))
                 levels.append(Level(
                     f.string(lv["name"], f"{w}.name"),
                     f.integer(lv["fanout"], f"{w}.fanout"),
                     f.number(lv["bandwidth_bytes_per_s"], f"{w}.bandwidth_bytes_per_s"),
                     f.number(lv.get("latency_s", 0.0), f"{w}.latency_s"),
                     tuple(steps),
-                    f.integer(lv.get("uplinks", 0), f"{w}.uplinks")))
+                    f.integer(lv.get("uplinks", 0), f"{w}.uplinks"),
+                    tuple(own)))
             name = doc.get("name", "custom")
             return cls(device, tuple(levels),
                        "custom" if name is None else f.string(name, "name"), dtype)

@@ -2,11 +2,17 @@
 
 :func:`calibrate` (``milp-parallel calibrate --out cluster.json``) measures, with
 ``torch.distributed`` (gloo on CPU, NCCL on GPU) and ``world_size`` processes, the time of
-all-reduce, all-gather and point-to-point (ping-pong) over message sizes; fits one
-alpha-beta pair to all of them (:func:`fit_alpha_beta`); measures the device (dense FLOP/s from
-a matrix product, streaming memory bandwidth from a large copy, the fixed time of a tiny
-operator); and writes a :class:`~milp_parallel.topology.Topology` of ``world_size`` devices on
-one level. With ``profile_path`` it also measures the per-op profile table of the given models
+all-reduce, all-gather and point-to-point (ping-pong) over message sizes (the median of the
+repetitions, the statistic of a profile table and of a measured step); fits an alpha-beta
+pair to each kind (:func:`fit_alpha_beta`); measures the device (dense FLOP/s from a matrix
+product, streaming memory bandwidth from a large copy, the fixed time of a tiny operator); and
+writes a :class:`~milp_parallel.topology.Topology` of ``world_size`` devices on one level:
+the link is the point-to-point fit, and the all-reduce and all-gather keep their own fits
+(``Level.collectives``), because a backend's collective is not its link: gloo's all-reduce
+reached 1.1 GB/s where its point-to-point messages reached 2.5 GB/s on a 2-core machine,
+and its all-gather of ``m`` bytes took as long as an all-reduce of ``m``, twice what the
+ring formula gives from the link. One pair fitted to all three missed them by 43-53% (RMS).
+With ``profile_path`` it also measures the per-op profile table of the given models
 (:func:`milp_parallel.profile.profile_layers`) for their data-parallel tiles on those devices.
 
 The fit
@@ -71,6 +77,7 @@ DEFAULT_SIZES = tuple(4096 * 4 ** i for i in range(7))
 
 CALIBRATION_FORMAT = "milp_parallel.calibration"
 _KINDS = ("allreduce", "allgather", "p2p")
+_STATISTICS = {"median": np.median, "min": np.min}
 
 
 @dataclass(frozen=True)
@@ -254,7 +261,7 @@ def overlap_efficiency(samples: Sequence[tuple[float, float, float]]) -> float:
 def measure_collectives(world_size: int = 2, sizes: Sequence[float] = DEFAULT_SIZES, *,
                         repeats: int = 15, warmup: int = 3, backend: str = "gloo",
                         threads: int = 1, timeout_s: float = 300.0,
-                        with_overlap: bool = False):
+                        with_overlap: bool = False, statistic: str = "median"):
     """Time all-reduce, all-gather and ping-pong with ``world_size`` local processes.
 
     Parameters
@@ -263,8 +270,13 @@ def measure_collectives(world_size: int = 2, sizes: Sequence[float] = DEFAULT_SI
     sizes : sequence of float
         Message sizes in bytes (all-gather: the gathered result).
     repeats, warmup : int
-        Timed and untimed repetitions per size; the fastest repetition of the slowest
-        process is kept (for ping-pong, rank 0's round trip halved).
+        Timed and untimed repetitions per size; each repetition's time is the slowest
+        process's (for ping-pong, rank 0's round trip halved).
+    statistic : {"median", "min"}, default "median"
+        What is kept of the repetitions. ``"median"``: the typical time, the statistic of a
+        profile table's entries and of a measured step, so that a prediction built from
+        both describes the same steps; ``"min"``: the fastest repetition, the one least
+        disturbed by other work (timeit's rule), a best case.
     backend : {"gloo", "nccl"}
     threads : int, default 1
         ``torch.set_num_threads`` in each process.
@@ -292,6 +304,9 @@ def measure_collectives(world_size: int = 2, sizes: Sequence[float] = DEFAULT_SI
         raise InvalidTopologyError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     if int(repeats) < 1 or int(warmup) < 0 or int(threads) < 1:
         raise InvalidTopologyError("repeats and threads must be >= 1, warmup >= 0")
+    if statistic not in _STATISTICS:
+        raise InvalidTopologyError(f"statistic must be one of {', '.join(_STATISTICS)}, got "
+                                   f"{statistic!r}")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
@@ -328,10 +343,8 @@ def measure_collectives(world_size: int = 2, sizes: Sequence[float] = DEFAULT_SI
     for i, (kind, nbytes, _) in enumerate(results[0]):
         per_rep = np.max([np.asarray(results[r][i][2]) for r in results
                           if kind != "p2p" or r == 0], axis=0)
-        # the fastest repetition: the one least disturbed by other work on the machine
-        # (timeit's rule); a median of a few repetitions on a loaded machine can make a
-        # large message look as fast as a small one and hide the bandwidth term
-        ms.append(Measurement(kind, int(world_size), float(nbytes), float(np.min(per_rep))))
+        ms.append(Measurement(kind, int(world_size), float(nbytes),
+                              float(_STATISTICS[statistic](per_rep))))
     if with_overlap:
         return ms, overlap_efficiency(np.max([np.asarray(o) for o in overlaps.values()],
                                              axis=0))
@@ -461,7 +474,8 @@ def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,
               backend: str = "gloo", threads: int = 1, sizes: Sequence[float] = DEFAULT_SIZES,
               repeats: int = 15, profile_path: str | Path | None = None,
               models: Sequence[Any] = ("lenet5",), batch_size: int | None = None,
-              name: str = "calibrated") -> tuple[Topology, dict]:
+              name: str = "calibrated", statistic: str = "median"
+              ) -> tuple[Topology, dict]:
     """Measure this machine and write its :class:`Topology` (``world_size`` devices).
 
     Parameters
@@ -472,7 +486,7 @@ def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,
     world_size : int, default 2
     backend : {"gloo", "nccl"}
     threads : int, default 1
-    sizes, repeats
+    sizes, repeats, statistic
         As :func:`measure_collectives`.
     profile_path : path, optional
         Also write the per-op profile table of ``models`` there, timed by ``world_size``
@@ -489,33 +503,42 @@ def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,
     -------
     topology : Topology
     report : dict
-        ``measurements`` (list of dicts), ``fit`` (alpha, bandwidth, RMS relative error),
-        ``fits_by_kind``, ``overlap_efficiency`` (:func:`overlap_efficiency`: use it as the
+        ``measurements`` (list of dicts), ``statistic``, ``fit`` (one alpha-beta pair for
+        all kinds: alpha, bandwidth, RMS relative error; a diagnostic), ``fits_by_kind``
+        (the topology's link is ``p2p``'s, its ``collectives`` the others'),
+        ``overlap_efficiency`` (:func:`overlap_efficiency`: use it as the
         cost model's ``sync_overlap``; on CPU the all-reduce runs on the cores that compute),
         ``device``.
     """
     ms, overlap = measure_collectives(world_size, sizes, repeats=repeats, backend=backend,
-                                      threads=threads, with_overlap=True)
+                                      threads=threads, with_overlap=True,
+                                      statistic=statistic)
     fit = fit_alpha_beta(ms)
     by_kind = {}
     for kind in _KINDS:
         sub = [m for m in ms if m.kind == kind]
         if len({m.nbytes for m in sub}) >= 2:
-            # a diagnostic: one collective's timings too noisy to fit does not void the
-            # calibration, which uses the joint fit above; the reason is kept instead
+            # a kind too noisy to fit falls back to the link (or the joint fit) and the
+            # reason is kept in the report
             try:
-                by_kind[kind] = asdict(fit_alpha_beta(sub))
+                by_kind[kind] = fit_alpha_beta(sub)
             except InvalidTopologyError as exc:
                 logger.warning("no alpha-beta fit for %s alone: %s", kind, exc)
-                by_kind[kind] = {"error": str(exc)}
+                by_kind[kind] = str(exc)
+    link = by_kind["p2p"] if isinstance(by_kind.get("p2p"), Fit) else fit
+    own = tuple((kind, f.alpha_s, f.bandwidth_bytes_per_s) for kind, f in by_kind.items()
+                if kind != "p2p" and isinstance(f, Fit))
     dev = measure_device(threads=threads, device="cuda" if backend == "nccl" else "cpu",
                          world_size=world_size)
-    topo = Topology(dev, (Level(backend, int(world_size), fit.bandwidth_bytes_per_s,
-                                fit.alpha_s),), name)
+    topo = Topology(dev, (Level(backend, int(world_size), link.bandwidth_bytes_per_s,
+                                link.alpha_s, collectives=own),), name)
     report = {"format": CALIBRATION_FORMAT, "version": 1, "backend": backend,
               "world_size": int(world_size), "threads": int(threads),
-              "measurements": [asdict(m) for m in ms], "fit": asdict(fit),
-              "fits_by_kind": by_kind, "overlap_efficiency": overlap,
+              "statistic": statistic, "measurements": [asdict(m) for m in ms],
+              "fit": asdict(fit),
+              "fits_by_kind": {k: asdict(f) if isinstance(f, Fit) else {"error": f}
+                               for k, f in by_kind.items()},
+              "overlap_efficiency": overlap,
               "device": dev.to_dict()}
     if out_path is not None:
         out = Path(out_path)
