@@ -4,11 +4,13 @@ Trains three small models data-parallel with ``torch.nn.parallel.DistributedData
 (gloo, 2 processes, 1 thread each, SGD with momentum, DDP's default 25 MB buckets) and times
 the steps; the median of the slowest process's step time after warm-up is ``measured_s``.
 The prediction does not look at those timings: it comes from a calibration of this machine
-(``milp_parallel.measure.calibrate``: gloo all-reduce / all-gather / ping-pong fitted to one
-alpha-beta pair, the device's speeds, how much an all-reduce overlaps compute, and the per-op
-profile of each model's data-parallel tiles timed by 2 processes at once, as the job runs
-them), a ``CostModel`` on that topology, and the data-parallel assignment of each model's
-problem: ``predicted_s`` is the separable objective, ``simulated_s`` the step simulator's time
+(``milp_parallel.measure.calibrate``: the medians of gloo all-reduce / all-gather / ping-pong
+timings, each kind fitted to its own alpha-beta pair, the device's speeds, how much an
+all-reduce overlaps compute, and the per-op profile of each model's data-parallel tiles
+timed by 2 processes at once, as the job runs them), a ``CostModel`` on that topology (with
+DDP's default reducer, which copies each gradient into its bucket and back), and the
+data-parallel assignment of each model's problem: ``predicted_s`` is the separable objective,
+``simulated_s`` the step simulator's time
 (``milp_parallel.costs.simulator``).
 
 The models are torch modules written here and imported with ``milp_parallel.from_torch``
@@ -24,7 +26,10 @@ Prints one row per model: ``model, measured_s, predicted_s, simulated_s`` and th
 ``--csv`` writes those columns and ``spread, machine, date`` (committed as
 ``benchmarks/results/ddp_cpu.csv``).
 The machine may be shared: the load average is printed before and after, and a noisy run
-shows in the spread column (interquartile range / median of the measured steps).
+shows in the spread column (interquartile range / median of the measured steps). The speed of
+a shared machine drifts between seconds-apart runs (a model's local step measured 37-59 ms in
+five runs within ten minutes), so each model is predicted and measured back to back in
+``--rounds`` rounds, and each column is the median over them.
 """
 
 from __future__ import annotations
@@ -188,8 +193,10 @@ def predict(name: str, topo: Topology, *, repeats: int, overlap: float
         tiles.append((lay, tuple(shape)))
     # timed by WORLD processes at once, as the job runs them (they share the machine)
     table = profile_concurrently(g, tiles, world_size=WORLD, threads=1, repeats=repeats)
-    # SGD with momentum; the overlap the calibration measured
-    cm = CostModel(topo, profile=table, optimizer_state_factor=1.0, sync_overlap=overlap)
+    # SGD with momentum; the overlap the calibration measured; DDP's default reducer, which
+    # copies each gradient into its bucket and back
+    cm = CostModel(topo, profile=table, optimizer_state_factor=1.0, sync_overlap=overlap,
+                   bucket_copies=2)
     built = build(g, topo, cost_model=cm, memory_limit=None)
     p = built.problem
     a = [p.config_labels[v].index(f"n={WORLD}") if f"n={WORLD}" in p.config_labels[v] else 0
@@ -207,6 +214,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=15, help="profile repeats per tile")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="back-to-back predict + measure rounds per model (medians kept)")
     args = ap.parse_args()
     print(f"load average before: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.cluster:
@@ -215,22 +224,28 @@ def main() -> None:
     else:
         topo, report = calibrate(None, world_size=WORLD, threads=1)
         fit = report["fit"]
-        print(f"calibrated: alpha {fit['alpha_s'] * 1e6:.1f} us, bandwidth "
-              f"{fit['bandwidth_bytes_per_s'] / 1e9:.3f} GB/s (RMS error "
-              f"{100 * fit['rms_relative_error']:.0f}%); device {topo.device.peak_flops / 1e9:.1f}"
+        fits = ", ".join(f"{k} {f['alpha_s'] * 1e6:.0f} us + {f['bandwidth_bytes_per_s'] / 1e9:.2f}"
+                         f" GB/s (RMS {100 * f['rms_relative_error']:.0f}%)"
+                         for k, f in report["fits_by_kind"].items() if "error" not in f)
+        print(f"calibrated: {fits}; one pair for all: RMS "
+              f"{100 * fit['rms_relative_error']:.0f}%; device {topo.device.peak_flops / 1e9:.1f}"
               f" GFLOP/s, {topo.device.memory_bandwidth_bytes_per_s / 1e9:.1f} GB/s, "
               f"{topo.device.kernel_launch_s * 1e6:.1f} us per op; all-reduce overlap "
               f"efficiency {report['overlap_efficiency']:.2f}")
     overlap = float(report["overlap_efficiency"])
     rows = []
     for name in args.models.split(","):
-        # back to back, so that both see the same load on a shared machine
-        pred, sim = predict(name, topo, repeats=args.repeats, overlap=overlap)
-        t = measure_ddp(name, args.steps, args.warmup)
-        med = float(np.median(t))
-        q1, q3 = np.percentile(t, [25, 75])
+        got = []
+        for _ in range(max(1, args.rounds)):
+            # back to back, so that both see the same load on a shared machine
+            pred, sim = predict(name, topo, repeats=args.repeats, overlap=overlap)
+            t = measure_ddp(name, args.steps, args.warmup)
+            med = float(np.median(t))
+            q1, q3 = np.percentile(t, [25, 75])
+            got.append((med, pred, sim, float((q3 - q1) / med)))
+        med, pred, sim, spread = (float(x) for x in np.median(np.asarray(got), axis=0))
         rows.append({"model": name, "measured_s": med, "predicted_s": pred,
-                     "simulated_s": sim, "spread": float((q3 - q1) / med)})
+                     "simulated_s": sim, "spread": spread})
     print(f"load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'model':<14}{'measured_s':>12}{'predicted_s':>13}{'simulated_s':>13}"
           f"{'pred err':>10}{'sim err':>9}{'spread':>8}")

@@ -53,6 +53,34 @@ def test_data_parallel_without_overlap_equals_the_separable_model():
     assert sim.step_seconds == pytest.approx(b.problem.evaluate(a).cost, rel=1e-12)
 
 
+def test_ddp_bucket_copies_are_priced_alike_by_the_objective_and_the_simulator():
+    # DDP's default reducer copies every gradient into its bucket and back: two passes of
+    # read + write over the shard at the device's memory bandwidth, on the compute stream
+    t = clusters.get("abci", nodes=2)
+    plain = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0)
+    cm = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0, bucket_copies=2)
+    g = mlp()
+    b0, b = build(g, t, cost_model=plain), build(g, t, cost_model=cm)
+    a = pick(b, {"*": "n=8"})
+    shard_bytes = sum(lay.params for lay in g.layers) * cm.bytes_per_element
+    bw = t.device.memory_bandwidth_bytes_per_s * cm.roofline.memory_efficiency
+    extra = 2 * (2 * shard_bytes / bw)
+    assert b.problem.evaluate(a).cost == pytest.approx(b0.problem.evaluate(a).cost + extra,
+                                                       rel=1e-12)
+    sim = simulate_assignment(b, a, bucket_bytes=None, overlap=False, trace=True)
+    assert sim.step_seconds == pytest.approx(b.problem.evaluate(a).cost, rel=1e-12)
+    copies = [x for x in sim.tasks if x.kind == "bucket_copy" and x.device == 0]
+    assert len(copies) == 3 + 1                 # one into each layer's bucket, one back
+    # a device with no replica to sync copies nothing
+    one = clusters.get("abci", nodes=1, gpus_per_node=1)
+    b1 = build(g, one, cost_model=CostModel(one, bucket_copies=2))
+    b1p = build(g, one, cost_model=CostModel(one))
+    z = [0] * b1.problem.n_nodes
+    assert b1.problem.evaluate(z).cost == b1p.problem.evaluate(z).cost
+    with pytest.raises(mp.errors.InvalidTopologyError, match="bucket_copies"):
+        CostModel(t, bucket_copies=-1)
+
+
 def test_symmetric_redistribution_equals_the_separable_model():
     # conv1 split by samples, conv2 by rows on the same 2 devices: each device receives as
     # much as it sends, both ways, so t_x = 2 x the forward exchange is exact

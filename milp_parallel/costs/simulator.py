@@ -27,7 +27,10 @@ when its inputs are ready and its stream is free:
   once on the communication streams of its groups (:mod:`milp_parallel.collectives`, the
   cheapest algorithm for the bucket's size, concurrent groups sharing network cards), while
   the backward pass continues. The last, partial buckets go when the backward is done. With
-  ``overlap=False`` every all-reduce waits for the end of the backward pass;
+  ``overlap=False`` every all-reduce waits for the end of the backward pass. With the cost
+  model's ``bucket_copies`` (DDP's default reducer: 2), a gradient is copied into its bucket
+  on the compute stream after the layer's backward (the bucket is ready after the copy),
+  and the reduced buckets are copied back before the update;
 - *update*: each device runs the optimizer update of its shards after its last all-reduce.
 
 The step time is when the last device finishes. One device and nothing to overlap gives the
@@ -73,7 +76,8 @@ class Task:
     ----------
     kind : str
         ``forward``, ``backward``, ``update``, ``recv`` (forward transfer), ``recv_grad``
-        (backward transfer) or ``allreduce``.
+        (backward transfer), ``allreduce`` or ``bucket_copy`` (a gradient into its bucket, or
+        the reduced buckets back: the cost model's ``bucket_copies``).
     name : str
         The layer (or, for an all-reduce, the bucket's layers joined by ``+``).
     device : int
@@ -314,6 +318,9 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
     open_buckets: dict[bytes, dict] = {}
     n_buckets = 0
     ar_done = np.zeros(n)
+    copies_in = (cm.bucket_copies + 1) // 2     # into the bucket, after the backward
+    copies_out = cm.bucket_copies - copies_in    # and back, before the update
+    copied_out = np.zeros(n)
 
     def launch(bucket: dict, ready: float) -> None:
         nonlocal n_buckets
@@ -343,6 +350,11 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         done = run("backward", lay.name, devs, ready, L.bwd, comp_free, "compute")
         bwd_done[lay.name] = done
         if L.groups is not None and L.groups.shape[1] > 1 and L.grad_bytes > 0:
+            if copies_in:
+                done = run("bucket_copy", lay.name, devs, done,
+                           copies_in * float(cm.bucket_copy_seconds(L.grad_bytes)), comp_free,
+                           "compute")
+                copied_out[:L.n_dev] += copies_out * float(cm.bucket_copy_seconds(L.grad_bytes))
             key = L.groups.tobytes() + bytes(str(L.groups.shape), "ascii")
             b = open_buckets.get(key)
             if b is None:
@@ -358,6 +370,8 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                 else:
                     pending.append(b)
     backward_end = max((float(x.max()) for x in bwd_done.values()), default=forward_end)
+    if copies_in:                   # the last copies into buckets belong to the backward pass
+        backward_end = max(backward_end, float(comp_free.max()))
     rest = pending + sorted(open_buckets.values(), key=lambda b: b["ready"])
     for b in rest:
         launch(b, backward_end if not overlap else b["ready"])
@@ -368,6 +382,10 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         if L.upd > 0:
             upd[:L.n_dev] += L.upd
     dev = np.arange(n)
+    back = copied_out > 0
+    if back.any():
+        run("bucket_copy", "buckets", dev[back], ar_done[back], copied_out[back], comp_free,
+            "compute")
     used = upd > 0
     if used.any():
         run("update", "optimizer", dev[used], np.maximum(ar_done, comp_free)[used],
