@@ -51,6 +51,27 @@ def test_table_json_round_trip_and_files(tmp_path):
     assert json.loads(path.read_text())["format"] == "milp_parallel.profile"
 
 
+def test_a_table_and_a_plan_solved_with_it_pickle(tmp_path):
+    # verify_plan sends the plan (and its profiled cost model) to spawned processes
+    import pickle
+
+    import milp_parallel as mp
+    from milp_parallel.costs import CostModel
+    t = ProfileTable([_entry(), _entry(op="linear", tile=(4, 4), seconds=2e-4)],
+                     meta={"repeats": 3})
+    again = pickle.loads(pickle.dumps(t))
+    assert again == t and again.meta["repeats"] == 3
+    assert again.lookup is not None and dict(again._index) == dict(t._index)
+    topo = mp.clusters.get("abci", nodes=1).with_devices(2)
+    g = mp.models.get("lenet5", batch_size=4)
+    table = ProfileTable([ProfileEntry(lay.op, layer_signature(lay, lay.output_shape),
+                                       tuple(lay.output_shape), "float32", "cpu", 1e-4)
+                          for lay in g.layers if lay.op != "input"])
+    plan = mp.solve(g, topo, solver="dp", cross_check=False,
+                    cost_model=CostModel(topo, profile=table))
+    assert pickle.loads(pickle.dumps(plan)).step_seconds == plan.step_seconds
+
+
 def test_table_rejects_bad_input(tmp_path):
     with pytest.raises(FormatError, match="seconds"):
         ProfileTable([_entry(seconds=float("nan"))])

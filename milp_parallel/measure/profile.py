@@ -237,6 +237,12 @@ class ProfileTable:
         object.__setattr__(self, "_index", MappingProxyType(
             {k: e.seconds for k, e in index.items()}))
 
+    def __reduce__(self):
+        # rebuilt from its fields (its read-only views do not pickle), so that a plan solved
+        # with a profiled cost model travels to verify_plan's processes
+        return (type(self), (self.entries, self.dtype, self.device, dict(self.meta),
+                             self.source))
+
     def __len__(self) -> int:
         return len(self.entries)
 
