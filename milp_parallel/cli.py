@@ -422,8 +422,10 @@ def _add_calibrate(sub, common, fmt) -> None:
         "calibrate", parents=[common], formatter_class=fmt,
         help="measure this machine's collectives and speeds; write a cluster JSON",
         description="Time all-reduce, all-gather and point-to-point with torch.distributed "
-                    "(gloo on CPU, nccl on GPU) in WORLD_SIZE local processes, fit one "
-                    "alpha-beta pair, measure the device, and write a topology file "
+                    "(gloo on CPU, nccl on GPU) in WORLD_SIZE local processes, fit an "
+                    "alpha-beta pair to each (the link is point-to-point's; the "
+                    "collectives keep their own), measure the device, and write a topology "
+                    "file "
                     "(use it as --cluster). The measurements and fits go to "
                     "OUT.calibration.json beside it.",
         epilog="examples:\n"

@@ -190,6 +190,23 @@ def test_a_module_the_plan_was_not_made_for_is_refused():
         check_plan_fits(plan, mp.from_torch(module, torch.randn(8, 3, 8, 8)))
 
 
+def test_a_plan_a_rank_cannot_run_is_refused_here_with_its_typed_error():
+    # a batch-norm split by samples in training mode: found by the ranks, raised in the
+    # caller as PlanMismatchError (not the ranks' tracebacks)
+    plan, module, x = _case(2, {"bn1": "n=2"}, model=BNResNetlet)
+    with pytest.raises(PlanMismatchError, match="bn1"):
+        verify_plan(plan, module, x, world_size=2)
+
+
+def test_timed_steps_are_plain_steps_after_the_audited_one():
+    plan, module, x = _case(2, {"conv1": "n=2"})
+    audit = verify_plan(plan, module, x, world_size=2, timed_steps=3)
+    assert len(audit.step_seconds) == 2 and all(s > 0 for s in audit.step_seconds)
+    assert audit.max_rel_error <= 1e-4            # the audited step is compared, as before
+    with pytest.raises(mp.errors.InvalidOptionError, match="timed_steps"):
+        verify_plan(plan, module, x, world_size=2, timed_steps=-1)
+
+
 def test_parallelize_needs_a_process_group():
     plan, module, x = _case(2, {"conv1": "n=2"})
     with pytest.raises(PlanMismatchError, match="init_process_group"):

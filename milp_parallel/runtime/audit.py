@@ -116,7 +116,8 @@ class PlanAudit:
     collectives : tuple of CollectiveRow
     memory : tuple of MemoryRow
     step_seconds : tuple of float
-        The measured step (forward, loss, backward, optimizer step) per rank.
+        The measured step (forward, loss, backward, optimizer step) per rank: the audited
+        step's, or the median of ``verify_plan(timed_steps=...)`` plain steps.
     """
 
     plan_kind: str

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..errors import InvalidOptionError, PlanMismatchError, require
 from .audit import CollectiveRow, MemoryRow, PlanAudit
 
@@ -195,8 +197,8 @@ def parallelize(module, plan, mesh=None, **options) -> Any:
 
 
 def verify_plan(plan, module, example_inputs, *, world_size: int | None = None,
-                backend: str = "gloo", optimizer: str = "adam", lr: float = 1e-3
-                ) -> PlanAudit:
+                backend: str = "gloo", optimizer: str = "adam", lr: float = 1e-3,
+                timed_steps: int = 0) -> PlanAudit:
     """Run one training step of the plan's program and of ``module``, and compare.
 
     Parameters
@@ -213,6 +215,10 @@ def verify_plan(plan, module, example_inputs, *, world_size: int | None = None,
         The step's optimizer (its state is what the memory prediction prices: 2, 0, 1
         weights per weight).
     lr : float
+    timed_steps : int, default 0
+        After the audited step, run this many plain training steps (no meter, no counting)
+        and report each rank's median of them as ``step_seconds`` (0: the audited step's
+        own time, which includes the first step's warm-up and the instruments).
 
     Returns
     -------
@@ -223,19 +229,24 @@ def verify_plan(plan, module, example_inputs, *, world_size: int | None = None,
     PlanMismatchError
         A world size other than the plan's devices, or a plan that does not fit.
     InvalidOptionError
-        An unknown optimizer.
+        An unknown optimizer, or a negative ``timed_steps``.
     """
     require("torch", "torch", "verify_plan()")
     if optimizer not in OPTIMIZERS:
         raise InvalidOptionError(f"verify_plan(optimizer={optimizer!r}): expected one of "
                                  f"{', '.join(OPTIMIZERS)}")
+    if (not isinstance(timed_steps, (int, np.integer)) or isinstance(timed_steps, bool)
+            or timed_steps < 0):
+        raise InvalidOptionError(f"verify_plan(timed_steps={timed_steps!r}): expected a "
+                                 "non-negative integer")
     devices = getattr(plan, "devices", None)
     world = devices if world_size is None else int(world_size)
     if devices is not None and world != devices:
         raise PlanMismatchError(f"verify_plan(world_size={world}): the plan is for {devices} "
                                 f"devices; pass world_size={devices} or solve for {world}")
     return audit_step(_hooks(plan), plan, module, example_inputs, world_size=world,
-                      backend=backend, optimizer=optimizer, lr=lr)
+                      backend=backend, optimizer=optimizer, lr=lr,
+                      timed_steps=int(timed_steps))
 
 
 # ---------------------------------------------------------------------- the harness
@@ -267,7 +278,8 @@ def _rel(a, b) -> float:
 
 
 def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks, plan,
-            module, inputs: tuple, optimizer: str, lr: float, out_dir: str) -> None:
+            module, inputs: tuple, optimizer: str, lr: float, out_dir: str,
+            timed_steps: int = 0) -> None:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -316,15 +328,29 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
         if rank == 0:
             result.update(output=full_y, loss=total, counts=counts)
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+        if timed_steps:
+            # plain steps, no meter and no counter, after the audited one (which warms up)
+            times = []
+            for _ in range(timed_steps):
+                dist.barrier()
+                start = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                loss = hooks.local_loss(pm(*inputs), pm)
+                if not hooks.step_runs_backward:
+                    loss.backward()
+                opt.step()
+                times.append(time.perf_counter() - start)
+            torch.save(times, os.path.join(out_dir, f"rank{rank}.steps.pt"))
     finally:
         dist.destroy_process_group()
 
 
 def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size: int,
-               backend: str = "gloo", optimizer: str = "adam", lr: float = 1e-3
-               ) -> PlanAudit:
+               backend: str = "gloo", optimizer: str = "adam", lr: float = 1e-3,
+               timed_steps: int = 0) -> PlanAudit:
     """One audited training step of ``hooks.parallelize(module, plan, mesh)`` on
-    ``world_size`` spawned CPU processes (see the module docstring)."""
+    ``world_size`` spawned CPU processes (see the module docstring), then ``timed_steps``
+    plain ones, timed."""
     import torch
     import torch.multiprocessing as tmp
 
@@ -340,10 +366,26 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
     predicted = hooks.predicted_collectives(plan, module, inputs)
     memory_pred = hooks.predicted_memory(plan, module, inputs, optimizer)
     with tempfile.TemporaryDirectory(prefix="milp_parallel_audit_") as d:
-        tmp.spawn(_worker, args=(world_size, _free_port(), backend, hooks, plan, module,
-                                 inputs, optimizer, lr, d), nprocs=world_size, join=True)
+        try:
+            tmp.spawn(_worker, args=(world_size, _free_port(), backend, hooks, plan, module,
+                                     inputs, optimizer, lr, d, int(timed_steps)),
+                      nprocs=world_size, join=True)
+        except tmp.ProcessRaisedException as exc:
+            # a rank found the plan unrunnable: the same typed error here, without the
+            # rank's traceback
+            text = str(exc).strip().splitlines()
+            last = text[-1] if text else ""
+            name = PlanMismatchError.__name__
+            if f"{name}: " in last:
+                raise PlanMismatchError(last.split(f"{name}: ", 1)[1]) from None
+            raise
         results = [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False)
                    for r in range(world_size)]
+        if timed_steps:
+            # the slowest rank's median: every rank waits for it at the next step
+            for r in results:
+                r["seconds"] = float(np.median(torch.load(
+                    os.path.join(d, f"rank{r['rank']}.steps.pt"), weights_only=False)))
     head = results[0]
     errors = {"output": _rel(head["output"], out), "loss": _rel(head["loss"], ref_loss)}
     grads: dict = {}
