@@ -473,13 +473,11 @@ def _cmd_calibrate(args) -> int:
                           profile_path=args.profile, models=tuple(args.model or ["lenet5"]),
                           batch_size=args.batch_size, statistic=args.statistic)
     _out(f"wrote {args.out}: {topo!r}")
-    for kind, fit in rep["fits_by_kind"].items():
-        if "error" in fit:
-            _out(f"{kind}: no fit ({fit['error']})")
-            continue
-        _out(f"{kind}: alpha {fit['alpha_s'] * 1e6:.2f} us, bandwidth "
-             f"{fit['bandwidth_bytes_per_s'] / 1e9:.3f} GB/s (RMS relative error "
-             f"{100 * fit['rms_relative_error']:.1f}% over {fit['n']} sizes)")
+    for kind, f in rep["fits_by_kind"].items():
+        _out(f"{kind}: no fit ({f['error']})" if "error" in f else
+             f"{kind}: alpha {f['alpha_s'] * 1e6:.2f} us, bandwidth "
+             f"{f['bandwidth_bytes_per_s'] / 1e9:.3f} GB/s (RMS relative error "
+             f"{100 * f['rms_relative_error']:.1f}%)")
     _out(f"all-reduce / compute overlap {rep['overlap_efficiency']:.2f}")
     if args.profile:
         _out(f"wrote {args.profile}")
