@@ -382,7 +382,7 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
         results = [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False)
                    for r in range(world_size)]
         if timed_steps:
-            # the slowest rank's median: every rank waits for it at the next step
+            # each rank's median of its plain steps
             for r in results:
                 r["seconds"] = float(np.median(torch.load(
                     os.path.join(d, f"rank{r['rank']}.steps.pt"), weights_only=False)))
