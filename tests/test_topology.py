@@ -87,7 +87,8 @@ def test_a_collective_with_its_own_measured_figures_uses_them_and_only_it():
     for bad, match in [((("bcast", 1e-5, 1e9),), "bcast"),
                        ((("allreduce", 1e-5, 1e9), ("allreduce", 2e-5, 1e9)), "twice"),
                        ((("allreduce", -1.0, 1e9),), "latency_s"),
-                       ((("allreduce", 1e-5, 0.0),), "bandwidth")]:
+                       ((("allreduce", 1e-5, 0.0),), "bandwidth"),
+                       ((("allreduce", 1e-5),), "must be \\(kind")]:
         with pytest.raises(InvalidTopologyError, match=match):
             Level("nvlink", 4, 50e9, 9e-6, collectives=bad)
 

@@ -52,6 +52,12 @@ def _positive(value: Any, what: str, *, integer: bool = False) -> None:
         raise InvalidTopologyError(f"{what} must be {kind}, got {repr(value):.40}")
 
 
+def _latency(value: Any, what: str) -> None:
+    if (not isinstance(value, (int, float, np.floating)) or isinstance(value, bool)
+            or not math.isfinite(value) or value < 0):
+        raise InvalidTopologyError(f"{what} must be a non-negative number, got {value!r}")
+
+
 #: Bytes per element of the dtypes :meth:`Device.peak_flops_for` knows.
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -258,11 +264,7 @@ class Level:
                 f"device), got {u!r}")
         object.__setattr__(self, "uplinks", int(u))
         _positive(self.bandwidth_bytes_per_s, f"level {self.name!r}: bandwidth_bytes_per_s")
-        lat = self.latency_s
-        if (not isinstance(lat, (int, float, np.floating)) or isinstance(lat, bool)
-                or not math.isfinite(lat) or lat < 0):
-            raise InvalidTopologyError(
-                f"level {self.name!r}: latency_s must be a non-negative number, got {lat!r}")
+        _latency(self.latency_s, f"level {self.name!r}: latency_s")
         steps = tuple((int(n), float(a)) for n, a in self.latency_steps)
         for n, a in steps:
             if n <= 0 or not math.isfinite(a) or a < 0:
@@ -276,6 +278,10 @@ class Level:
         object.__setattr__(self, "latency_steps", steps)
         own = []
         for entry in self.collectives:
+            if not (isinstance(entry, (tuple, list)) and len(entry) == 3):
+                raise InvalidTopologyError(
+                    f"level {self.name!r}: collectives entry {entry!r} must be (kind, "
+                    "latency_s, bandwidth_bytes_per_s)")
             kind, lat_k, bw_k = entry
             if kind not in COLLECTIVE_KINDS:
                 raise InvalidTopologyError(
@@ -285,11 +291,7 @@ class Level:
                 raise InvalidTopologyError(
                     f"level {self.name!r}: collectives gives {kind!r} twice")
             _positive(bw_k, f"level {self.name!r}: collectives {kind!r} bandwidth_bytes_per_s")
-            if not (isinstance(lat_k, (int, float, np.floating)) and math.isfinite(lat_k)
-                    and lat_k >= 0) or isinstance(lat_k, bool):
-                raise InvalidTopologyError(
-                    f"level {self.name!r}: collectives {kind!r} latency_s must be a "
-                    f"non-negative number, got {lat_k!r}")
+            _latency(lat_k, f"level {self.name!r}: collectives {kind!r} latency_s")
             own.append((str(kind), float(lat_k), float(bw_k)))
         object.__setattr__(self, "collectives", tuple(own))
 
