@@ -191,8 +191,8 @@ class CostModel:
     bucket_copies : int, default 0
         Copies of each gradient shard per step between the gradient and its bucket: PyTorch
         DDP's default reducer copies a gradient into its bucket before the all-reduce and the
-        reduced bucket back (2; ``gradient_as_bucket_view=True``, FSDP and the programs of
-        :mod:`milp_parallel.runtime` reduce in place: 0). Each copy reads and writes the
+        reduced bucket back (2; 0: the gradient is reduced where it lies, as DDP's
+        ``gradient_as_bucket_view=True`` does). Each copy reads and writes the
         shard at the device's memory bandwidth (times the roofline's memory efficiency), on
         the device's compute stream, so no overlap hides it. Measured on a 2-core CPU: DDP
         with a comm hook that reduces nothing took 3-4 ms more per step than the module
@@ -526,9 +526,9 @@ class CostModel:
     def bucket_copy_seconds(self, nbytes):
         """Seconds to copy ``nbytes`` once between a gradient and its bucket (each byte read
         and written at the device's memory bandwidth; 0 when that is unknown)."""
+        nbytes = np.asarray(nbytes, float)
         bw = self.topology.device.memory_bandwidth_bytes_per_s * self.roofline.memory_efficiency
-        return 2.0 * np.asarray(nbytes, float) / bw if bw > 0 else np.zeros_like(
-            np.asarray(nbytes, float))
+        return 2.0 * nbytes / bw if bw > 0 else np.zeros_like(nbytes)
 
     def _tiles(self, shape, configs: np.ndarray, n_tiles: int | None = None):
         key = (tuple(shape), configs.tobytes(), configs.shape, n_tiles)

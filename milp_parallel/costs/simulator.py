@@ -351,10 +351,10 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         bwd_done[lay.name] = done
         if L.groups is not None and L.groups.shape[1] > 1 and L.grad_bytes > 0:
             if copies_in:
-                done = run("bucket_copy", lay.name, devs, done,
-                           copies_in * float(cm.bucket_copy_seconds(L.grad_bytes)), comp_free,
+                once = float(cm.bucket_copy_seconds(L.grad_bytes))
+                done = run("bucket_copy", lay.name, devs, done, copies_in * once, comp_free,
                            "compute")
-                copied_out[:L.n_dev] += copies_out * float(cm.bucket_copy_seconds(L.grad_bytes))
+                copied_out[:L.n_dev] += copies_out * once
             key = L.groups.tobytes() + bytes(str(L.groups.shape), "ascii")
             b = open_buckets.get(key)
             if b is None:
