@@ -80,8 +80,11 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
     assert rep["statistic"] == "median"
     fits = rep["fits_by_kind"]
     lv = topo.levels[0]
-    assert lv.bandwidth_bytes_per_s == fits["p2p"]["bandwidth_bytes_per_s"]
-    assert lv.latency_s == fits["p2p"]["alpha_s"]
+    # (three repetitions on a busy machine may leave a kind with no fit: then the link is
+    # the joint fit, and the kind is left to it)
+    link = rep["fit"] if "error" in fits["p2p"] else fits["p2p"]
+    assert lv.bandwidth_bytes_per_s == link["bandwidth_bytes_per_s"]
+    assert lv.latency_s == link["alpha_s"]
     assert {k: (a, b) for k, a, b in lv.collectives} == {
         k: (fits[k]["alpha_s"], fits[k]["bandwidth_bytes_per_s"])
         for k in ("allreduce", "allgather") if "error" not in fits[k]}

@@ -341,6 +341,11 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
                 opt.step()
                 times.append(time.perf_counter() - start)
             torch.save(times, os.path.join(out_dir, f"rank{rank}.steps.pt"))
+    except PlanMismatchError as exc:
+        # the caller raises it again, typed (the spawn wrapper would give only its text)
+        with open(os.path.join(out_dir, f"rank{rank}.mismatch"), "w") as f:
+            f.write(str(exc))
+        raise
     finally:
         dist.destroy_process_group()
 
@@ -370,14 +375,14 @@ def audit_step(hooks: RuntimeHooks, plan, module, example_inputs, *, world_size:
             tmp.spawn(_worker, args=(world_size, _free_port(), backend, hooks, plan, module,
                                      inputs, optimizer, lr, d, int(timed_steps)),
                       nprocs=world_size, join=True)
-        except tmp.ProcessRaisedException as exc:
+        except tmp.ProcessRaisedException:
             # a rank found the plan unrunnable: the same typed error here, without the
             # rank's traceback
-            text = str(exc).strip().splitlines()
-            last = text[-1] if text else ""
-            name = PlanMismatchError.__name__
-            if f"{name}: " in last:
-                raise PlanMismatchError(last.split(f"{name}: ", 1)[1]) from None
+            for r in range(world_size):
+                path = os.path.join(d, f"rank{r}.mismatch")
+                if os.path.exists(path):
+                    with open(path) as f:
+                        raise PlanMismatchError(f.read()) from None
             raise
         results = [torch.load(os.path.join(d, f"rank{r}.pt"), weights_only=False)
                    for r in range(world_size)]
