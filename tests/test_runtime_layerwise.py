@@ -211,3 +211,64 @@ def test_parallelize_needs_a_process_group():
     plan, module, x = _case(2, {"conv1": "n=2"})
     with pytest.raises(PlanMismatchError, match="init_process_group"):
         mp.parallelize(module, plan, example_inputs=x)
+
+
+def _bucketed_case():
+    # buckets of 3000 bytes, filled in backward order: fc (1032 parameters, 4128 bytes)
+    # closes one alone, conv3 and conv2 (2336 bytes each) one together, conv1 (896 bytes)
+    # stays partial until the backward pass ends; the sample split replicates every shard
+    from milp_parallel.costs import CostModel
+    torch.manual_seed(0)
+    module, x = ResNetlet(), torch.randn(4, 3, 8, 8)
+    topo = mp.clusters.get("abci", nodes=1, gpus_per_node=2)
+    cm = CostModel(topo, gradient_bucket_bytes=3000.0)
+    plan = mp.solve(mp.from_torch(module, x), topo, solver="dp", cross_check=False,
+                    cost_model=cm, fixed={n: "n=2" for n in ("conv1", "conv2", "conv3", "fc")})
+    return plan, module, x
+
+
+def test_gradients_are_reduced_in_the_plans_buckets_the_ones_its_simulator_runs():
+    plan, module, x = _bucketed_case()
+    audit = verify_plan(plan, module, x, world_size=2)
+    assert audit.max_rel_error <= 1e-4, audit.errors
+    sync = {r.layer: r for r in audit.collectives if r.kind == "sync"}
+    sim = mp.simulate(plan, trace=True)
+    ran = {t.name for t in sim.tasks if t.kind == "allreduce"}
+    assert set(sync) == ran == {"fc", "conv3+conv2", "conv1"}
+    for row in sync.values():       # each bucket's bytes, counted as the plan priced them
+        assert row.counted_bytes == pytest.approx(row.predicted_bytes, rel=1e-9), row
+    assert sync["conv3+conv2"].counted_bytes == 2 * 2 * 2336
+
+
+def _accumulate(rank, port, plan, module, x, out):       # pragma: no cover - subprocess
+    import os
+
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        pm = mp.parallelize(module, plan, example_inputs=x)
+        grads = []
+        for _ in range(2):      # two backward passes without zeroing: the sums accumulate
+            pm(x).pow(2).sum().backward()
+            grads.append({k: p.grad.clone() for k, p in pm.shards.items()})
+        torch.save(grads, os.path.join(out, f"{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_bucketed_gradients_accumulate_over_backward_passes(tmp_path):
+    from milp_parallel.runtime.verify import _free_port
+    plan, module, x = _bucketed_case()
+    torch.multiprocessing.spawn(_accumulate, args=(_free_port(), plan, module, x,
+                                                   str(tmp_path)), nprocs=2)
+    ref = module
+    ref(x).pow(2).sum().backward()
+    for rank in (0, 1):
+        first, second = torch.load(tmp_path / f"{rank}.pt")
+        for key, g in first.items():
+            full = dict(ref.named_parameters())[key.replace("__", ".")].grad
+            # every rank holds the whole (replicated) gradient of the whole batch's loss
+            assert torch.allclose(g, full, rtol=1e-5, atol=1e-6), key
+            assert torch.allclose(second[key], 2 * g, rtol=1e-5, atol=1e-6), key

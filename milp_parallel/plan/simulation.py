@@ -27,9 +27,11 @@ def simulate(target, assignment=None, *, model=None, cluster=None, cost_model=No
     Parameters
     ----------
     target : Plan or BuiltProblem
-        A :class:`~milp_parallel.plan.Plan` (its problem is rebuilt from ``plan.model`` and
-        ``plan.cluster``, or from ``model`` / ``cluster`` when given, at the plan's batch and
-        device count) or a :class:`~milp_parallel.build.BuiltProblem`.
+        A :class:`~milp_parallel.plan.Plan` (its problem is rebuilt, at the plan's batch and
+        device count, from what :func:`~milp_parallel.plan.solve` was given when the plan
+        was solved in this session, else from ``plan.model`` and ``plan.cluster``; ``model``,
+        ``cluster``, ``cost_model`` and ``config_options`` override) or a
+        :class:`~milp_parallel.build.BuiltProblem`.
     assignment : sequence of int, optional
         Needed with a BuiltProblem; default for a Plan: ``plan.assignment``.
     model, cluster, cost_model, config_options
@@ -63,10 +65,17 @@ def simulate(target, assignment=None, *, model=None, cluster=None, cost_model=No
                                  f"BuiltProblem with an assignment, got "
                                  f"{type(target).__name__}")
     plan = target
-    built = _build(model if model is not None else plan.model,
-                   cluster if cluster is not None else plan.cluster,
+    given = plan.inputs      # what solve() was given, in the session that solved the plan
+
+    def pick(value, name, default):
+        if value is not None:
+            return value
+        kept = getattr(given, name, None) if given is not None else None
+        return kept if kept is not None else default
+    built = _build(pick(model, "model", plan.model), pick(cluster, "cluster", plan.cluster),
                    batch_size=plan.batch_size, devices=plan.devices, memory_limit=math.inf,
-                   config_options=config_options, cost_model=cost_model).built
+                   config_options=pick(config_options, "config_options", None),
+                   cost_model=pick(cost_model, "cost_model", None)).built
     a = plan.assignment if assignment is None else assignment
     labels = {lc.node or lc.name: lc.config for lc in plan.layers}
     p = built.problem

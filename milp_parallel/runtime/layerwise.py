@@ -15,13 +15,19 @@ ranks leaves the others an empty tile), from the box of each input its tile need
   box meets the border (zeros; ``-inf`` for max pooling), with the module's stride and
   dilation; a convolution, linear or batch-norm split along its channels / features holds
   only its slice of the weights; any other op runs the traced node on the local pieces.
-- **Gradient sync**: a layer's weight shard is all-reduced (sum) among the ranks that hold
-  the same shard (:func:`~milp_parallel.costs.replica_groups`) in the backward pass, as the
-  cost model prices it (no bucketing).
+- **Gradient sync**: a layer's weight-shard gradient is summed among the ranks that hold
+  the same shard (:func:`~milp_parallel.costs.replica_groups`) in gradient buckets, as the
+  cost model and the step simulator price it (:func:`.layout.plan_sync_buckets`, the plan's
+  ``gradient_bucket_bytes``): the backward pass copies each gradient into its bucket's flat
+  buffer (one copy: the cost model's ``bucket_copies=1``) and starts the bucket's
+  all-reduce, without waiting, as soon as its last gradient is in; when the backward pass
+  is done the program waits for the buckets and sets each parameter's ``.grad`` to its
+  reduced slice (a view of the bucket, no copy back).
 
 The program is PyTorch's own machinery: ``torch.distributed._functional_collectives``
-(``all_to_all_single``, ``all_reduce``) inside ``torch.autograd.Function`` s, and
-``torch.distributed.new_group`` for the replica groups; no communication of our own.
+(``all_to_all_single``, ``all_reduce``) inside ``torch.autograd.Function`` s, the autograd
+engine's end-of-backward callback, and ``torch.distributed.new_group`` for the replica
+groups; no communication of our own.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import numpy as np
 
 from ..errors import PlanMismatchError, require
 from . import audit
-from .layout import edge_exchange, layer_degrees, sync_groups, tiles
+from .layout import edge_exchange, layer_degrees, plan_sync_buckets, tiles
 
 __all__ = ["parallelize_layerwise", "LayerwiseModule"]
 
@@ -81,18 +87,84 @@ class _Exchange(torch.autograd.Function):
 
 
 class _SyncGrad(torch.autograd.Function):
-    """Identity forward; backward all-reduces (sums) the gradient over a replica group."""
+    """Identity forward; backward hands the gradient to its bucket (:class:`_GradBuckets`),
+    which sets the parameter's ``.grad`` once the bucket is reduced."""
 
     @staticmethod
-    def forward(ctx, x, group, name):
-        ctx.group, ctx.name = group, name
+    def forward(ctx, x, buckets, key):
+        ctx.buckets, ctx.key = buckets, key
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        with audit.label(ctx.name, "sync"):
-            g = funcol.wait_tensor(funcol.all_reduce(grad.contiguous(), "sum", ctx.group))
-        return g, None, None
+        ctx.buckets.ready(ctx.key, grad)
+        return None, None, None
+
+
+class _GradBuckets:
+    """This rank's gradient buckets: each a flat buffer of its parameters' gradients,
+    all-reduced (sum) over this rank's replica group when its last gradient is in.
+
+    ``buckets``: ``(label, process group, [(shard key, parameter)])`` per bucket this rank
+    takes part in, in the order every rank of the group starts them.
+    """
+
+    def __init__(self, buckets: list) -> None:
+        self._buckets = buckets
+        self._slot: dict[str, tuple[int, int, int]] = {}    # key -> (bucket, offset, size)
+        self._size: list[int] = []
+        for b, (_, _, params) in enumerate(buckets):
+            offset = 0
+            for key, p in params:
+                self._slot[key] = (b, offset, p.numel())
+                offset += p.numel()
+            self._size.append(offset)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._flat: dict[int, Any] = {}
+        self._filled = [0] * len(self._buckets)
+        self._pending: dict[int, Any] = {}      # bucket -> its all-reduce's result
+        self._queued = False
+
+    def ready(self, key: str, grad) -> None:
+        """Copy ``grad`` into its bucket; start the bucket's all-reduce once it is full."""
+        if not self._queued:    # every rank queues it at its first gradient to sync
+            torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+            self._queued = True
+        b, offset, size = self._slot[key]
+        flat = self._flat.get(b)
+        if flat is None:
+            flat = self._flat[b] = grad.new_zeros(self._size[b])
+        flat[offset:offset + size].copy_(grad.reshape(-1))
+        self._filled[b] += 1
+        if self._filled[b] == len(self._buckets[b][2]):
+            self._launch(b)
+
+    def _launch(self, b: int) -> None:
+        name, group, params = self._buckets[b]
+        flat = self._flat.get(b)
+        if flat is None:
+            flat = params[0][1].new_zeros(self._size[b])
+        with audit.label(name, "sync"):
+            self._pending[b] = funcol.all_reduce(flat, "sum", group)
+
+    def _finish(self) -> None:
+        """After the backward pass: start the buckets some gradient never reached (zeros
+        in its place, as every rank of the group does), wait, and set the ``.grad`` s."""
+        for b in range(len(self._buckets)):
+            if b not in self._pending:
+                self._launch(b)
+        for b in sorted(self._pending):
+            flat = funcol.wait_tensor(self._pending[b])
+            for key, p in self._buckets[b][2]:
+                _, offset, size = self._slot[key]
+                g = flat[offset:offset + size].view_as(p)
+                if p.grad is None:
+                    p.grad = g
+                else:
+                    p.grad.add_(g)
+        self._reset()
 
 
 class LayerwiseModule(nn.Module):
@@ -124,9 +196,9 @@ class LayerwiseModule(nn.Module):
         self.shards = nn.ParameterDict()
         self._param_names: dict[str, str] = {}      # original name -> key in shards
         self._boxes: dict[str, tuple] = {}          # original name -> (slices in the full)
-        self._sync: dict[str, Any] = {}             # layer -> its replica group (or absent)
         self._output_node = None
         self._make_shards(module)
+        self._buckets = self._make_buckets()
         self._tether: list = []
 
     # ---------------------------------------------------------------- set-up
@@ -155,17 +227,33 @@ class LayerwiseModule(nn.Module):
                 self.shards[key] = nn.Parameter(data, requires_grad=p.requires_grad)
                 self._param_names[full] = key
                 self._boxes[full] = box
-            groups, _ = sync_groups(layer, self._cfg[name])
-            for g in groups:    # every rank creates every group, in the same order
-                pg = dist.new_group(list(g))
-                if self.rank in g:
-                    self._sync[name] = pg
         missing = {n for n, _ in module.named_parameters()} - set(self._param_names)
         if missing:
             raise PlanMismatchError(
                 f"parameters {sorted(missing)} of {type(module).__name__} belong to no "
                 "module the plan's layers call; the layer-wise runtime shards parameters "
                 "of modules (nn.Conv2d, nn.Linear, ...) only")
+
+    def _make_buckets(self) -> "_GradBuckets":
+        """The plan's gradient buckets on this rank (:func:`.layout.plan_sync_buckets`), and
+        which layers' weights feed one (``self._synced``)."""
+        keys: dict[str, list[str]] = {}
+        for full, key in self._param_names.items():
+            keys.setdefault(self._layer_of_param(full), []).append(key)
+        groups: dict[tuple[int, ...], Any] = {}
+        mine = []
+        self._synced: set[str] = set()
+        for bucket in plan_sync_buckets(self.plan, self.graph, self._cfg):
+            for g in bucket.groups:     # every rank creates every group, in the same order
+                if g not in groups:
+                    groups[g] = dist.new_group(list(g))
+            own = [g for g in bucket.groups if self.rank in g]
+            if own:
+                params = [(k, self.shards[k]) for n in bucket.layers for k in keys.get(n, ())
+                          if self.shards[k].requires_grad]
+                self._synced.update(bucket.layers)
+                mine.append((bucket.name, groups[own[0]], params))
+        return _GradBuckets(mine)
 
     def _weight_box(self, layer, pname, p, lo, hi, own) -> tuple[slice, ...]:
         if not own:
@@ -283,12 +371,13 @@ class LayerwiseModule(nn.Module):
 
     def _weights(self, node, name: str) -> dict[str, Any]:
         out = {}
-        pg = self._sync.get(name)
+        synced = name in self._synced
         for full, key in self._param_names.items():
             prefix, _, pname = full.rpartition(".")
             if prefix == str(node.target):
                 p = self.shards[key]
-                out[pname] = p if pg is None else _SyncGrad.apply(p, pg, name)
+                out[pname] = (_SyncGrad.apply(p, self._buckets, key)
+                              if synced and p.requires_grad else p)
         return out
 
     def _run_layer(self, node, env):
@@ -320,9 +409,10 @@ class LayerwiseModule(nn.Module):
                     f"only: pin it with fixed={{{name!r}: 'serial'}}")
             args_, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
                                                   lambda n: pieces.get(n, env.get(n)))
-            if node.op == "call_module" and self._weights(node, name):
+            weights = self._weights(node, name) if node.op == "call_module" else {}
+            if weights:
                 m = self._gm.get_submodule(node.target)
-                y = torch.func.functional_call(m, self._weights(node, name), args_, kwargs)
+                y = torch.func.functional_call(m, weights, args_, kwargs)
             else:
                 y = self._call(node, args_, kwargs)
         else:

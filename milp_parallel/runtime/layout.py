@@ -12,7 +12,8 @@ input that :meth:`~milp_parallel.graph.Layer.input_region` names. From it:
   input, which has no gradient (see ``docs/runtime.md``).
 - :func:`sync_groups`: the replica groups of a layer's weight shard
   (:func:`~milp_parallel.costs.replica_groups`) and the shard bytes ``CostModel`` prices
-  their all-reduce with.
+  their all-reduce with; :func:`sync_buckets`: the gradient buckets those all-reduces run
+  in, filled as the step simulator fills them (one all-reduce per bucket and group).
 - :func:`predicted_memory`: ``CostModel.memory_parts`` of the plan's cost model
   (:func:`plan_cost_model`) summed over the layers: parameters, gradients, optimizer state
   and the activations each layer's backward keeps (no second formula here).
@@ -25,22 +26,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..costs.configs import tile_boxes
+from ..costs.model import DDP_BUCKET_BYTES, replica_groups
 from ..errors import PlanMismatchError
+from ..machine.topology import DTYPE_BYTES
+from ..measure.operators import OPTIMIZER_STATE_FACTOR
 
-try:        # the cost model's geometry, wherever the reorganization has put it
-    from ..costs.configs import tile_boxes
-    from ..costs.model import replica_groups
-    from ..machine.topology import DTYPE_BYTES
-except ImportError:     # pragma: no cover - the flat layout before issue 23
-    from ..costs import replica_groups
-    from ..costs.configs import tile_boxes
-    from ..machine.topology import DTYPE_BYTES
-
-__all__ = ["Exchange", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
-           "predicted_memory", "predicted_collectives", "plan_cost_model", "OPTIMIZER_STATE_FACTOR"]
-
-#: Optimizer state per weight, in weights, as the cost model's ``optimizer_state_factor``.
-OPTIMIZER_STATE_FACTOR = {"adam": 2.0, "momentum": 1.0, "sgd": 0.0}
+__all__ = ["Exchange", "SyncBucket", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
+           "sync_buckets", "plan_sync_buckets", "predicted_memory", "predicted_collectives",
+           "plan_cost_model", "OPTIMIZER_STATE_FACTOR"]
 
 
 def layer_degrees(layer, degrees: Mapping[str, int]) -> np.ndarray:
@@ -139,6 +133,83 @@ def sync_groups(layer, degrees: np.ndarray) -> tuple[tuple[tuple[int, ...], ...]
     return rows, float(layer.params) / shards
 
 
+@dataclass(frozen=True)
+class SyncBucket:
+    """One gradient all-reduce of a layer-wise program, on each of its replica groups.
+
+    Attributes
+    ----------
+    layers : tuple of str
+        The layers whose weight-shard gradients it sums, in the order the backward pass
+        makes them ready (the reverse of the graph's order).
+    groups : tuple of tuple of int
+        The replica groups (every layer of the bucket has these); each group reduces its
+        own shard.
+    shard_bytes : float
+        Bytes each rank of a group all-reduces: the layers' shard bytes summed, as the
+        cost model prices them.
+    """
+
+    layers: tuple[str, ...]
+    groups: tuple[tuple[int, ...], ...]
+    shard_bytes: float
+
+    @property
+    def name(self) -> str:
+        """The bucket's label: its layers joined by ``+`` (as the step simulator's task)."""
+        return "+".join(self.layers)
+
+
+def sync_buckets(graph, configs: Mapping[str, np.ndarray], bucket_bytes: float | None,
+                 bytes_per_element: float) -> tuple[SyncBucket, ...]:
+    """The gradient buckets of a plan, as :func:`milp_parallel.simulate` fills them.
+
+    Walking the layers in backward order, a layer whose weight shard has replicas joins
+    the open bucket of its replica-group structure; a bucket holding ``bucket_bytes`` or
+    more is closed (``None``: every layer is its own bucket). Closed buckets come in the
+    order they closed, then the partial ones, in the order their last layer is ready.
+
+    Parameters
+    ----------
+    graph : Graph
+    configs : mapping
+        Layer name -> its degrees aligned with its dims (:func:`layer_degrees`).
+    bucket_bytes : float or None
+    bytes_per_element : float
+
+    Returns
+    -------
+    tuple of SyncBucket
+    """
+    closed: list[SyncBucket] = []
+    open_: dict[tuple, tuple[list[str], float, int]] = {}
+    order = list(reversed(graph.layers))
+    for i, layer in enumerate(order):
+        groups, shard = sync_groups(layer, configs[layer.name])
+        if not groups or shard <= 0:
+            continue
+        names, size, _ = open_.get(groups, ([], 0.0, 0))
+        names, size = names + [layer.name], size + shard * bytes_per_element
+        if bucket_bytes is None or size >= bucket_bytes:
+            open_.pop(groups, None)
+            closed.append(SyncBucket(tuple(names), groups, size))
+        else:
+            open_[groups] = (names, size, i)
+    rest = sorted(open_.items(), key=lambda kv: kv[1][2])
+    return tuple(closed) + tuple(SyncBucket(tuple(names), groups, size)
+                                 for groups, (names, size, _) in rest)
+
+
+def plan_sync_buckets(plan, graph, configs: Mapping[str, np.ndarray]
+                      ) -> tuple[SyncBucket, ...]:
+    """:func:`sync_buckets` of a plan: the bucket size of the cost model it was solved with
+    (``plan.inputs.cost_model``), else the cost model's default
+    (:data:`~milp_parallel.costs.DDP_BUCKET_BYTES`), and the plan's dtype."""
+    given = getattr(getattr(plan, "inputs", None), "cost_model", None)
+    size = given.gradient_bucket_bytes if given is not None else float(DDP_BUCKET_BYTES)
+    return sync_buckets(graph, configs, size, _bytes_per_element(plan))
+
+
 def _bytes_per_element(plan) -> int:
     return DTYPE_BYTES.get(getattr(plan, "dtype", "fp32"), 4)
 
@@ -148,8 +219,9 @@ def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], floa
 
     ``(consumer, "transfer")``: every redistribution into the layer, forward plus backward
     (the backward only for an edge that carries a gradient: not from a graph input);
-    ``(layer, "sync")``: the gradient all-reduce of the layer's weight shard, counted as the
-    shard's bytes once per rank of a replica group.
+    ``(bucket, "sync")``: the gradient all-reduce of a bucket of weight shards
+    (:func:`plan_sync_buckets`; the bucket's
+    layers joined by ``+``), counted as the bucket's bytes once per rank of a replica group.
     """
     bpe = _bytes_per_element(plan)
     cfg = {lc.name: layer_degrees(graph.layer(lc.name), lc.degrees) for lc in plan.layers}
@@ -160,10 +232,8 @@ def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], floa
             passes = 1 if graph.layer(u).op == "input" else 2
             key = (v, "transfer")
             out[key] = out.get(key, 0.0) + passes * float(ex.elements.sum()) * bpe
-    for lc in plan.layers:
-        groups, shard = sync_groups(graph.layer(lc.name), cfg[lc.name])
-        if groups:
-            out[(lc.name, "sync")] = shard * bpe * sum(len(g) for g in groups)
+    for b in plan_sync_buckets(plan, graph, cfg):
+        out[(b.name, "sync")] = b.shard_bytes * sum(len(g) for g in b.groups)
     return out
 
 

@@ -25,13 +25,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import InvalidOptionError, PlanMismatchError, require
+from ..measure.operators import OPTIMIZERS, make_optimizer
 from .audit import CollectiveRow, MemoryRow, PlanAudit
 
 __all__ = ["RuntimeHooks", "audit_step", "parallelize", "verify_plan", "layerwise_hooks",
            "OPTIMIZERS"]
 
-#: The optimizers of the audited step.
-OPTIMIZERS = ("adam", "sgd", "momentum")
 
 
 @dataclass(frozen=True)
@@ -256,15 +255,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _optimizer(name: str, params, lr: float):
-    import torch
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9)
-    return torch.optim.SGD(params, lr=lr)
-
-
 def _rel(a, b) -> float:
     """``max |a - b| / max |b|`` (inf for a shape mismatch or a non-finite value)."""
     import torch
@@ -292,7 +282,7 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
     try:
         mesh = init_device_mesh("cpu", (world,))
         pm = hooks.parallelize(module, plan, mesh, inputs)
-        opt = _optimizer(optimizer, pm.parameters(), lr)
+        opt = make_optimizer(torch, optimizer, pm.parameters(), lr)
         meter = MemoryMeter()
         fixed, defaults = hooks.group_labels(pm) if hooks.group_labels else ({}, {})
         counter = comm_counter(fixed, defaults)
@@ -329,10 +319,12 @@ def _worker(rank: int, world: int, port: int, backend: str, hooks: RuntimeHooks,
             result.update(output=full_y, loss=total, counts=counts)
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
         if timed_steps:
-            # plain steps, no meter and no counter, after the audited one (which warms up)
+            # plain steps, no meter and no counter, after the audited one (which warms up),
+            # back to back as a training loop runs them: one barrier before the first (a
+            # barrier before each slowed even the plain module's 1 ms step by 0.6-0.8 ms)
             times = []
+            dist.barrier()
             for _ in range(timed_steps):
-                dist.barrier()
                 start = time.perf_counter()
                 opt.zero_grad(set_to_none=True)
                 loss = hooks.local_loss(pm(*inputs), pm)
