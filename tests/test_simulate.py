@@ -140,6 +140,34 @@ def test_bucketed_allreduce_hides_behind_the_backward_pass():
     assert one.step_seconds == pytest.approx(end_fc0 + both + upd, rel=1e-12)
 
 
+def test_an_overlapped_allreduce_takes_its_unhidden_share_of_the_compute_stream():
+    # processor sharing: with sync_overlap=e an all-reduce beside the backward pass holds
+    # the compute stream for (1 - e) of its time; e=0 conserves the device's busy time (the
+    # step equals the serialized one), e=1 hides it as far as the backward pass allows
+    g = mlp(batch=64, width=1024, layers=4)
+    t = clusters.get("abci", nodes=1, gpus_per_node=2)
+    steps = {}
+    for e in (0.0, 0.5, 1.0):
+        b = build(g, t, cost_model=CostModel(t, gradient_bucket_bytes=None, sync_overlap=e))
+        a = pick(b, {"*": "n=2"})
+        sim = simulate_assignment(b, a, bucket_bytes=None, overlap=True, trace=True)
+        steps[e] = sim.step_seconds
+        shares = [x for x in sim.tasks if x.kind == "allreduce_share" and x.device == 0]
+        ars = {x.name: x.end - x.start for x in sim.tasks
+               if x.kind == "allreduce" and x.device == 0}
+        assert len(ars) == 4
+        if e == 1.0:
+            assert not shares
+        else:
+            assert {x.name: x.end - x.start for x in shares} == pytest.approx(
+                {n: (1 - e) * d for n, d in ars.items()}, rel=1e-12)
+        if e == 0.0:
+            serial = simulate_assignment(b, a, bucket_bytes=None, overlap=False)
+            assert sim.step_seconds == pytest.approx(serial.step_seconds, rel=1e-12)
+            assert sim.compute_seconds == serial.compute_seconds   # shares are not compute
+    assert steps[1.0] < steps[0.5] < steps[0.0]
+
+
 def test_a_transfer_hides_behind_a_branch_on_another_device():
     # x -> a (serial, device 0) and x -> b (split by samples over devices 0, 1): device 1
     # receives its half of x while device 0 computes a, so the transfer costs nothing
@@ -244,3 +272,29 @@ def test_solve_reranks_by_simulated_time():
     assert quiet.simulated_step_seconds is None and quiet.rerank == ()
     with pytest.raises(mp.InvalidOptionError, match="rerank"):
         mp.solve("lenet5", "abci", devices=2, solver="dp", cross_check=False, rerank=0)
+
+
+@pytest.mark.parametrize("bucket", [None, 1e3, 3e4, 25 * 2**20])
+def test_the_runtimes_gradient_buckets_are_the_simulators(bucket):
+    # the layer-wise program reduces gradients in layout.sync_buckets; the simulator prices
+    # its own bucket schedule: the same buckets, the same layers in each, the same bytes
+    from milp_parallel.runtime.layout import sync_buckets
+    g = mlp(batch=32, width=64, layers=4)
+    t = clusters.get("abci", nodes=1, gpus_per_node=4)
+    cm = CostModel(t, gradient_bucket_bytes=bucket)
+    b = build(g, t, cost_model=cm)
+    a = pick(b, {"*": "n=4", "fc1": "n=2 c=2", "relu1": "n=2 c=2", "fc3": "serial",
+                 "relu3": "serial", "loss": "serial"})
+    sim = simulate_assignment(b, a, trace=True)
+    ran = [x.name for x in sim.tasks if x.kind == "allreduce" and x.device == 0]
+    cfg = {lay.name: np.asarray(b.configs[b.node_of[lay.name]][a[b.node_of[lay.name]]])
+           for lay in g.layers}
+    ours = sync_buckets(g, cfg, bucket, cm.bytes_per_element)
+    assert [x.name for x in ours if 0 in {d for grp in x.groups for d in grp}] == ran
+    assert len(ours) == sim.n_buckets
+    total = sum(x.shard_bytes * sum(len(grp) for grp in x.groups) for x in ours)
+    assert total == pytest.approx(sum(
+        # every rank of the 4 holds a shard: all of a layer's, half of fc1's (c=2)
+        cm.bytes_per_element * lay.params / (2 if lay.name == "fc1" else 1) * 4
+        for lay in g.layers
+        if lay.params and lay.name != "fc3"), rel=1e-12)

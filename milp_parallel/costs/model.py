@@ -13,9 +13,11 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   for layers with parameters, ``backward_factor_no_params`` (1) x forward otherwise, no
   update. Layer FLOPs are proportional to the output elements a tile computes. With a
   ``profile`` (any object with ``lookup(layer, tile_shape) -> seconds or None``), a measured
-  forward+backward time of the largest tile replaces the forward+backward estimate (the
-  update stays estimated); misses fall back and are counted in
-  :attr:`CostModel.profile_stats`. :meth:`CostModel.compute_phases` gives the three phases.
+  forward+backward time of the largest tile replaces the forward+backward estimate, and a
+  measured optimizer step of its weight shard the update's (``lookup_update``, when the
+  profile's ``optimizer_state_factor`` is the cost model's; else the update stays
+  estimated); misses fall back and are counted in :attr:`CostModel.profile_stats`.
+  :meth:`CostModel.compute_phases` gives the three phases.
 - :meth:`CostModel.sync_seconds` (``t_s``): the all-reduce of the weight shard (``params /
   prod(degrees of weight_split_dims) * bytes_per_element``) among the replicas holding the
   same shard, as a collective library runs it (:mod:`milp_parallel.collectives`: ring, tree
@@ -173,7 +175,10 @@ class CostModel:
     backward_transfer_factor : float, default 1.0
         Backward redistribution time / forward redistribution time (see the module docstring).
     profile : object, optional
-        Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time).
+        Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time);
+        optionally ``lookup_update`` (the same for the optimizer step of the tile's weight
+        shard) and ``optimizer_state_factor`` (the optimizer it timed), as
+        :class:`~milp_parallel.measure.profile.ProfileTable` has.
     compute_model : {"roofline", "flops"}, default "roofline"
         See the module docstring.
     roofline : RooflineParams, optional
@@ -417,9 +422,14 @@ class CostModel:
                 optimizer_state_factor=self.optimizer_state_factor, params=self.roofline,
                 peak_flops=self.peak_flops, graph_inputs=graph_inputs)
         if self.profile is not None and layer.op != "input":
-            fwd, bwd = fwd.copy(), bwd.copy()
+            fwd, bwd, upd = fwd.copy(), bwd.copy(), np.array(upd, dtype=float)
+            # the measured update, when the profile timed this cost model's optimizer
+            updates = (getattr(self.profile, "lookup_update", None) if layer.params > 0
+                       and getattr(self.profile, "optimizer_state_factor", None)
+                       == self.optimizer_state_factor else None)
             for k in range(len(c)):
-                t = self.profile.lookup(layer, tuple(int(x) for x in ext[k]))
+                tile = tuple(int(x) for x in ext[k])
+                t = self.profile.lookup(layer, tile)
                 if count:
                     self.profile_stats["fallbacks" if t is None else "hits"] += 1
                     self._profile_layers.setdefault(layer.name, [0, 0])[t is None] += 1
@@ -428,6 +438,9 @@ class CostModel:
                 est = fwd[k] + bwd[k]
                 share = fwd[k] / est if est > 0 else 0.5
                 fwd[k], bwd[k] = float(t) * share, float(t) * (1.0 - share)
+                u = updates(layer, tile) if updates is not None else None
+                if u is not None:
+                    upd[k] = float(u)
         return fwd, bwd, upd
 
     def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None

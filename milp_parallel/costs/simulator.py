@@ -27,7 +27,12 @@ when its inputs are ready and its stream is free:
   once on the communication streams of its groups (:mod:`milp_parallel.collectives`, the
   cheapest algorithm for the bucket's size, concurrent groups sharing network cards), while
   the backward pass continues. The last, partial buckets go when the backward is done. With
-  ``overlap=False`` every all-reduce waits for the end of the backward pass. With the cost
+  ``overlap=False`` every all-reduce waits for the end of the backward pass. An all-reduce
+  that may overlap compute takes ``1 - sync_overlap`` of its time from its devices' compute
+  streams too (a task ``allreduce_share``): a device whose cores run the collective (a CPU,
+  where the measured overlap efficiency is near 0) computes that much less meanwhile, so
+  ``sync_overlap=0`` conserves the device's busy time and ``1`` hides the all-reduce fully
+  (processor sharing at the measured rate). With the cost
   model's ``bucket_copies`` (DDP's default reducer: 2), a gradient is copied into its bucket
   on the compute stream after the layer's backward (the bucket is ready after the copy),
   and the reduced buckets are copied back before the update;
@@ -76,8 +81,10 @@ class Task:
     ----------
     kind : str
         ``forward``, ``backward``, ``update``, ``recv`` (forward transfer), ``recv_grad``
-        (backward transfer), ``allreduce`` or ``bucket_copy`` (a gradient into its bucket, or
-        the reduced buckets back: the cost model's ``bucket_copies``).
+        (backward transfer), ``allreduce``, ``allreduce_share`` (the part of an overlapped
+        all-reduce that holds the compute stream, ``1 - sync_overlap``) or ``bucket_copy`` (a
+        gradient into its bucket, or the reduced buckets back: the cost model's
+        ``bucket_copies``).
     name : str
         The layer (or, for an all-reduce, the bucket's layers joined by ``+``).
     device : int
@@ -260,7 +267,9 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
     tasks: list[Task] = []
     comp_free = np.zeros(n)
     comm_free = np.zeros(n)
-    busy = {"compute": np.zeros(n), "transfer": np.zeros(n), "allreduce": np.zeros(n)}
+    busy = {"compute": np.zeros(n), "transfer": np.zeros(n), "allreduce": np.zeros(n),
+            "share": np.zeros(n)}
+    share = (1.0 - cm.sync_overlap) if overlap else 0.0
 
     def run(kind, name, devs, ready, dur, stream, account):
         devs = np.asarray(devs, dtype=np.int64)
@@ -332,6 +341,8 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         for g, t in zip(groups, per_group):
             end = run("allreduce", name, g, ready, float(t), comm_free, "allreduce")
             ar_done[g] = np.maximum(ar_done[g], end)
+            if share > 0:
+                run("allreduce_share", name, g, ready, share * float(t), comp_free, "share")
         n_buckets += 1
 
     for lay in reversed(graph.layers):
