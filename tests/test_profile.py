@@ -181,8 +181,10 @@ def test_cost_model_uses_the_measured_numbers():
     (costs,) = [m for m in built.member_costs[node] if m.name == "conv1"]
     ext = tile_extent(np.asarray(g.layer("conv1").output_shape), built.configs[node])
     expected = [table.lookup(g.layer("conv1"), tuple(row)) for row in ext]
-    # measured forward+backward, plus the optimizer update the table does not time
+    # measured forward+backward, plus the measured optimizer update (Adam, the default)
     update = model.compute_phases(g.layer("conv1"), built.configs[node])[2]
+    assert np.array_equal(update, [table.lookup_update(g.layer("conv1"), tuple(row))
+                                   for row in ext])
     assert np.array_equal(costs.compute_seconds, np.asarray(expected, dtype=float) + update)
     serial = built.problem.config_labels[node].index("serial")
     members = built.member_costs[node]
@@ -194,6 +196,60 @@ def test_cost_model_uses_the_measured_numbers():
     fallback = CostModel(topo, profile=partial)
     build(g, topo, cost_model=fallback)
     assert fallback.profile_stats["fallbacks"] > 0
+
+
+def test_the_optimizer_step_of_a_tiles_weights_is_measured_and_priced_for_its_optimizer():
+    # a CPU's torch.optim.Adam updates one tensor at a time; the profile times what a tile's
+    # weight shard adds to a step, and a cost model with that optimizer's state prices it
+    import torch
+
+    from milp_parallel import clusters
+    from milp_parallel.costs import CostModel
+    from milp_parallel.measure.operators import update_runner
+
+    g = _small()
+    topo = clusters.get("pcie_box", gpus_per_node=2)
+    table = profile_layers(g, topo, repeats=3, warmup=1, optimizer="momentum")
+    assert table.optimizer == "momentum" and table.optimizer_state_factor == 1.0
+    for e in table.entries:
+        has_weights = e.op in ("conv", "linear", "batchnorm")
+        assert (e.update_seconds is not None) == has_weights, e
+        assert e.update_seconds is None or e.update_seconds >= 0
+    conv = g.layer("conv1")
+    tile = tuple(conv.output_shape)
+    # the step it timed runs over the shard the forward used: weight and bias
+    step = update_runner(torch, conv, tile, torch.float32, "cpu", "momentum", copies=3)
+    params = step.__self__.param_groups[0]["params"]
+    assert [tuple(p.shape) for p in params] == [(4, 3, 3, 3), (4,)] * 3
+    measured = table.lookup_update(conv, tile)
+    same = CostModel(topo, profile=table, optimizer_state_factor=1.0)
+    other = CostModel(topo, profile=table)                    # Adam's state: not timed
+    assert same.compute_phases(conv, [[1, 1, 1, 1]])[2][0] == measured
+    assert other.compute_phases(conv, [[1, 1, 1, 1]])[2][0] == CostModel(
+        topo).compute_phases(conv, [[1, 1, 1, 1]])[2][0]
+    # the format keeps both, and refuses what is not one of them
+    again = ProfileTable.from_json(table.to_json())
+    assert again == table and again.optimizer == "momentum"
+    doc = json.loads(table.to_json())
+    doc["entries"][0]["update_seconds"] = "fast"
+    with pytest.raises(FormatError, match=r"entries\[0\]\.update_seconds"):
+        ProfileTable.from_dict(doc)
+    doc = json.loads(table.to_json())
+    doc["optimizer"] = "adamw"
+    with pytest.raises(FormatError, match="optimizer"):
+        ProfileTable.from_dict(doc)
+    with pytest.raises(FormatError, match="update_seconds"):
+        ProfileTable([ProfileEntry("conv", "{}", (2, 3), "float32", "cpu", 1e-3, -1.0)])
+    from milp_parallel.errors import InvalidOptionError
+    with pytest.raises(InvalidOptionError, match="optimizer"):
+        profile_layers(g, topo, optimizer="adamw")
+    with pytest.raises(InvalidOptionError, match="momentum"):
+        profile_layers(g, topo, table=table, optimizer="adam")
+    with pytest.raises(InvalidOptionError, match="merge"):
+        table.merge(ProfileTable(optimizer="adam"))
+    # no optimizer: no update timed, the estimate prices it
+    plain = profile_layers(g, [("conv1", tile)], repeats=1, warmup=0, optimizer=None)
+    assert plain.optimizer is None and plain.lookup_update(conv, tile) is None
 
 
 def test_profile_model_writes_a_table_for_a_zoo_model(tmp_path):

@@ -394,11 +394,15 @@ def test_iopddl_wrong_type(tmp_path, where, key, value, fragment):
 # ---------------------------------------------------------------------- profile tables
 def _lenet_table(**kw) -> ProfileTable:
     g = models.get("lenet5")
-    return ProfileTable([ProfileEntry(L.op, layer_signature(L, t), t, "float32", "cpu", 1e-4)
-                         for L, t in needed_tiles(g, 4)], meta={"graph": "lenet5"}, **kw)
+    # every entry has its update timed: the first entry is a convolution's
+    return ProfileTable([ProfileEntry(L.op, layer_signature(L, t), t, "float32", "cpu", 1e-4,
+                                      2e-5 if L.params else None)
+                         for L, t in needed_tiles(g, 4)], meta={"graph": "lenet5"},
+                        optimizer="adam", **kw)
 
 
 PROFILE_DOC = _lenet_table().to_dict()
+assert "update_seconds" in PROFILE_DOC["entries"][0]
 PROFILE_KEYS = [("", k) for k in PROFILE_DOC if k not in ("format", "version")] + \
     [("entries[0]", k) for k in PROFILE_DOC["entries"][0]]
 
@@ -413,7 +417,7 @@ def test_profile_key_typo(tmp_path, where, key):
             f"did you mean {key!r}?")
 
 
-@pytest.mark.parametrize("key", sorted(PROFILE_DOC["entries"][0]))
+@pytest.mark.parametrize("key", sorted(set(PROFILE_DOC["entries"][0]) - {"update_seconds"}))
 def test_profile_entry_missing(tmp_path, key):
     doc = copy.deepcopy(PROFILE_DOC)
     del doc["entries"][3][key]
@@ -438,6 +442,9 @@ def test_profile_entry_missing(tmp_path, key):
     ("entries[0]", "seconds", "1e-3", "entries[0].seconds must be a number"),
     ("entries[0]", "seconds", -1, "entries[0].seconds must be >= 0"),
     ("entries[0]", "seconds", "inf", "entries[0].seconds must be a finite number"),
+    ("entries[0]", "update_seconds", "2e-5", "entries[0].update_seconds must be a number"),
+    ("entries[0]", "update_seconds", -1, "entries[0].update_seconds must be >= 0"),
+    ("", "optimizer", "adamw", "optimizer 'adamw' is not one of adam, sgd, momentum"),
 ])
 def test_profile_wrong_type(tmp_path, where, key, value, fragment):
     doc = copy.deepcopy(PROFILE_DOC)

@@ -408,18 +408,18 @@ def measure_device(*, threads: int = 1, device: str = "cpu", world_size: int = 1
     return Device(name, mem, flops, 1.0, bw / eff, launch, ())
 
 
-def _profile_worker(graph, tiles, barrier, repeats, warmup, threads, device, queue
-                    ) -> None:                              # pragma: no cover - subprocess
+def _profile_worker(graph, tiles, barrier, repeats, warmup, threads, device, optimizer,
+                    queue) -> None:                         # pragma: no cover - subprocess
     from .profile import profile_layers
     barrier.wait()
     table = profile_layers(graph, tiles, repeats=repeats, warmup=warmup, threads=threads,
-                           device=device)
+                           device=device, optimizer=optimizer)
     queue.put(table.to_json())
 
 
 def profile_concurrently(graph, tiles, *, world_size: int = 2, threads: int = 1,
                          repeats: int = 15, warmup: int = 2, device: str = "cpu",
-                         timeout_s: float = 900.0):
+                         optimizer: str | None = "adam", timeout_s: float = 900.0):
     """Profile tiles in ``world_size`` processes at once, as a data-parallel job runs them.
 
     Processes that share a machine share its cores, caches and memory bandwidth: a tile timed
@@ -432,7 +432,7 @@ def profile_concurrently(graph, tiles, *, world_size: int = 2, threads: int = 1,
     graph : LayerGraph
     tiles : iterable of (layer or name, tile shape), or a Topology
         What to time (see :func:`milp_parallel.profile.needed_tiles`).
-    world_size, threads, repeats, warmup, device, timeout_s
+    world_size, threads, repeats, warmup, device, optimizer, timeout_s
         As :func:`measure_collectives` and :func:`~milp_parallel.profile.profile_layers`.
 
     Returns
@@ -449,7 +449,7 @@ def profile_concurrently(graph, tiles, *, world_size: int = 2, threads: int = 1,
     tiles = list(tiles) if not hasattr(tiles, "levels") else tiles
     procs = [ctx.Process(target=_profile_worker, args=(graph, tiles, barrier, int(repeats),
                                                        int(warmup), int(threads), device,
-                                                       queue), daemon=True)
+                                                       optimizer, queue), daemon=True)
              for _ in range(int(world_size))]
     for p in procs:
         p.start()
@@ -464,10 +464,12 @@ def profile_concurrently(graph, tiles, *, world_size: int = 2, threads: int = 1,
     entries = []
     for key in keys:
         secs = [t._index[key] for t in tables if key in t._index]
-        entries.append(ProfileEntry(*key, seconds=float(np.median(secs))))
+        upds = [t._updates[key] for t in tables if key in t._updates]
+        entries.append(ProfileEntry(*key, seconds=float(np.median(secs)),
+                                    update_seconds=float(np.median(upds)) if upds else None))
     meta = {**tables[0].meta, "concurrent_processes": int(world_size)}
     return ProfileTable(tuple(entries), dtype=tables[0].dtype, device=tables[0].device,
-                        meta=meta)
+                        meta=meta, optimizer=tables[0].optimizer)
 
 
 def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,

@@ -89,17 +89,24 @@ import json
 import logging
 import math
 import platform
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import FormatError, InvalidGraphError, InvalidOptionError, require
 from ..graph import OPS
 from ..io import Fields, describe_type, dumps, loads, read_document, read_json, suggest, write_json
+from .operators import (
+    OPTIMIZER_STATE_FACTOR,
+    OPTIMIZERS,
+    input_tiles,
+    median_seconds,
+    tile_runner,
+    update_seconds,
+)
 
 __all__ = ["ProfileEntry", "ProfileTable", "ProfileCoverage", "profile_layers", "profile_model",
            "layer_signature", "needed_tiles", "PROFILE_FORMAT", "PROFILE_FORMAT_VERSION"]
@@ -122,19 +129,6 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.floating):
         return float(v)
     return v
-
-
-def _input_tiles(layer: Any, tile_shape: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-    """The shapes of the input regions a centred output box of ``tile_shape`` needs."""
-    out = np.asarray(layer.output_shape, dtype=np.int64)
-    tile = np.minimum(np.asarray(tile_shape, dtype=np.int64), out)
-    lo = (out - tile) // 2
-    hi = lo + tile
-    shapes = []
-    for i in range(len(layer.inputs)):
-        in_lo, in_hi = layer.input_region(i, lo, hi)
-        shapes.append(tuple(int(x) for x in (in_hi - in_lo)))
-    return tuple(shapes)
 
 
 def _check_tile(layer: Any, tile_shape: Sequence[int]) -> tuple[int, ...]:
@@ -167,14 +161,16 @@ def layer_signature(layer: Any, tile_shape: Sequence[int]) -> str:
         When ``tile_shape`` does not fit the layer's output.
     """
     tile = _check_tile(layer, tile_shape)
-    ins = _input_tiles(layer, tile) if layer.op != "input" else ()
+    ins = input_tiles(layer, tile) if layer.op != "input" else ()
     return json.dumps({"op": layer.op, "attrs": _jsonable(dict(layer.attrs)),
                        "in": [list(s) for s in ins]}, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
 class ProfileEntry:
-    """One measurement: forward+backward seconds of one tile of one kind of layer."""
+    """One measurement: forward+backward seconds of one tile of one kind of layer, and the
+    optimizer step of the tile's weight shard (``update_seconds``; None when not timed or
+    the layer has no weights)."""
 
     op: str
     signature: str
@@ -182,6 +178,7 @@ class ProfileEntry:
     dtype: str
     device: str
     seconds: float
+    update_seconds: float | None = None
 
     @property
     def key(self) -> tuple:
@@ -189,9 +186,12 @@ class ProfileEntry:
         return (self.op, self.signature, self.tile_shape, self.dtype, self.device)
 
     def to_dict(self) -> dict:
-        return {"op": self.op, "signature": self.signature,
-                "tile_shape": list(self.tile_shape), "dtype": self.dtype,
-                "device": self.device, "seconds": self.seconds}
+        out = {"op": self.op, "signature": self.signature,
+               "tile_shape": list(self.tile_shape), "dtype": self.dtype,
+               "device": self.device, "seconds": self.seconds}
+        if self.update_seconds is not None:
+            out["update_seconds"] = self.update_seconds
+        return out
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,9 @@ class ProfileTable:
         What :meth:`lookup` asks for by default (``"float32"``, ``"cpu"``, ``"cuda"``).
     meta : mapping, optional
         Provenance: ``device_name``, ``torch_version``, ``repeats``, ``warmup``, ...
+    optimizer : {"adam", "momentum", "sgd"} or None
+        The optimizer whose step the entries' ``update_seconds`` timed (None: no update
+        was timed).
     source : str, optional
         Where the table came from (its file), for messages; not compared.
 
@@ -220,6 +223,7 @@ class ProfileTable:
     dtype: str = "float32"
     device: str = "cpu"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    optimizer: str | None = None
     source: str = field(default="<table>", repr=False, compare=False)
     _index: Mapping[tuple, float] = field(init=False, repr=False, compare=False)
 
@@ -231,17 +235,27 @@ class ProfileTable:
             if not (math.isfinite(e.seconds) and e.seconds >= 0):
                 raise FormatError(f"profile entry for {e.op} tile {e.tile_shape} has "
                                   f"seconds={e.seconds!r}; expected a finite number >= 0")
+            if e.update_seconds is not None and not (math.isfinite(e.update_seconds)
+                                                     and e.update_seconds >= 0):
+                raise FormatError(f"profile entry for {e.op} tile {e.tile_shape} has "
+                                  f"update_seconds={e.update_seconds!r}; expected a finite "
+                                  "number >= 0")
             index[e.key] = e
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise FormatError(f"ProfileTable optimizer {self.optimizer!r} is not one of "
+                              f"{', '.join(OPTIMIZERS)}")
         object.__setattr__(self, "entries", tuple(index.values()))
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
         object.__setattr__(self, "_index", MappingProxyType(
             {k: e.seconds for k, e in index.items()}))
+        object.__setattr__(self, "_updates", MappingProxyType(
+            {k: e.update_seconds for k, e in index.items() if e.update_seconds is not None}))
 
     def __reduce__(self):
         # rebuilt from its fields (its read-only views do not pickle), so that a plan solved
         # with a profiled cost model travels to verify_plan's processes
         return (type(self), (self.entries, self.dtype, self.device, dict(self.meta),
-                             self.source))
+                             self.optimizer, self.source))
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -278,6 +292,23 @@ class ProfileTable:
         except InvalidGraphError:
             return None
 
+    def lookup_update(self, layer: Any, tile_shape: Sequence[int], *,
+                      dtype: str | None = None, device: str | None = None) -> float | None:
+        """Measured seconds of :attr:`optimizer`'s step over this tile's weight shard, or
+        None when not measured (arguments as :meth:`lookup`)."""
+        if layer.op == "input" or not self._updates:
+            return None
+        try:
+            return self._updates.get(self.key(layer, tile_shape, dtype=dtype, device=device))
+        except InvalidGraphError:
+            return None
+
+    @property
+    def optimizer_state_factor(self) -> float | None:
+        """The cost model's ``optimizer_state_factor`` of :attr:`optimizer` (None without
+        one): a cost model uses the measured updates only when its own factor is this."""
+        return None if self.optimizer is None else OPTIMIZER_STATE_FACTOR[self.optimizer]
+
     def missing(self, pairs: Iterable[tuple[Any, Sequence[int]]]) -> list[tuple[str, tuple]]:
         """The ``(layer name, tile shape)`` pairs :meth:`lookup` has no entry for."""
         return [(layer.name, tuple(int(x) for x in tile)) for layer, tile in pairs
@@ -285,9 +316,12 @@ class ProfileTable:
 
     def merge(self, other: "ProfileTable") -> "ProfileTable":
         """A table with both tables' entries (``other`` wins on equal keys)."""
+        if None not in (self.optimizer, other.optimizer) and self.optimizer != other.optimizer:
+            raise InvalidOptionError(f"cannot merge a profile of {self.optimizer!r} updates "
+                                     f"with one of {other.optimizer!r} updates")
         return ProfileTable(self.entries + other.entries, dtype=self.dtype,
                             device=self.device, meta={**self.meta, **other.meta},
-                            source=self.source)
+                            optimizer=self.optimizer or other.optimizer, source=self.source)
 
     # ------------------------------------------------------------------ coverage
     def coverage(self, graph: Any, topology_or_configs: Any, *, options: Any = None
@@ -318,9 +352,12 @@ class ProfileTable:
     # ------------------------------------------------------------------ formats
     def to_dict(self) -> dict:
         """The JSON-ready document of the module docstring's format."""
-        return {"format": PROFILE_FORMAT, "version": PROFILE_FORMAT_VERSION,
-                "dtype": self.dtype, "device": self.device, "meta": _jsonable(dict(self.meta)),
-                "entries": [e.to_dict() for e in self.entries]}
+        out = {"format": PROFILE_FORMAT, "version": PROFILE_FORMAT_VERSION,
+               "dtype": self.dtype, "device": self.device, "meta": _jsonable(dict(self.meta)),
+               "entries": [e.to_dict() for e in self.entries]}
+        if self.optimizer is not None:
+            out["optimizer"] = self.optimizer
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping, *, source: str = "<dict>") -> "ProfileTable":
@@ -340,10 +377,14 @@ class ProfileTable:
         dtype = _dtype(f, doc.get("dtype", "float32"), "dtype")
         device = _device(f, doc.get("device", "cpu"), "device")
         meta = f.mapping(doc.get("meta", {}), "meta")
+        optimizer = doc.get("optimizer")
+        if optimizer is not None and optimizer not in OPTIMIZERS:
+            raise f.error("optimizer", f"{optimizer!r:.40} is not one of "
+                                       f"{', '.join(OPTIMIZERS)}")
         entries = []
         for i, rec in enumerate(f.array(doc["entries"], "entries")):
             w = f"entries[{i}]"
-            f.keys(rec, _ENTRY_KEYS, w, required=_ENTRY_KEYS)
+            f.keys(rec, _ENTRY_KEYS, w, required=_ENTRY_KEYS - {"update_seconds"})
             op = f.string(rec["op"], f"{w}.op")
             if op not in OPS:
                 raise f.error(f"{w}.op", f"{op!r:.40} is not a known op{suggest(op, OPS) or ';'}"
@@ -357,8 +398,11 @@ class ProfileTable:
                                  for j, x in enumerate(tile)),
                 dtype=_dtype(f, rec["dtype"], f"{w}.dtype"),
                 device=_device(f, rec["device"], f"{w}.device"),
-                seconds=f.number(rec["seconds"], f"{w}.seconds", finite=True, minimum=0)))
-        return cls(tuple(entries), dtype=dtype, device=device, meta=dict(meta), source=source)
+                seconds=f.number(rec["seconds"], f"{w}.seconds", finite=True, minimum=0),
+                update_seconds=(None if "update_seconds" not in rec else f.number(
+                    rec["update_seconds"], f"{w}.update_seconds", finite=True, minimum=0))))
+        return cls(tuple(entries), dtype=dtype, device=device, meta=dict(meta),
+                   optimizer=optimizer, source=source)
 
     def to_json(self, indent: int | None = None) -> str:
         """The table as JSON text (:meth:`to_dict`)."""
@@ -494,8 +538,10 @@ class ProfileCoverage:
 
 
 #: The keys of a profile document and of one entry.
-_TABLE_KEYS = frozenset({"format", "version", "dtype", "device", "meta", "entries"})
-_ENTRY_KEYS = frozenset({"op", "signature", "tile_shape", "dtype", "device", "seconds"})
+_TABLE_KEYS = frozenset({"format", "version", "dtype", "device", "meta", "entries",
+                         "optimizer"})
+_ENTRY_KEYS = frozenset({"op", "signature", "tile_shape", "dtype", "device", "seconds",
+                         "update_seconds"})
 #: (table, graph, partial, unmatched) of the partial matches already logged.
 _WARNED: set = set()
 
@@ -579,145 +625,13 @@ def _device_name(torch: Any, device: str) -> str:
     return platform.processor() or platform.machine()
 
 
-def _runner(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str
-            ) -> Callable[[], None] | None:
-    """A closure running forward+backward of the layer's op on one tile, or None."""
-    F = torch.nn.functional
-    op, a = layer.op, layer.attrs
-    ins = _input_tiles(layer, tile)
-    gen = torch.Generator(device="cpu").manual_seed(0)
-
-    def tensor(shape, grad=True):
-        t = torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(device=device,
-                                                                       dtype=dtype)
-        return t.requires_grad_(grad)
-
-    xs = [tensor(s) for s in ins]
-    leaves = list(xs)
-    nsp = len(tile) - 2
-
-    if op == "conv":
-        cout, cin, g = layer.output_shape[1], layer.input_shapes[0][1], a["groups"]
-        cout_t, cin_t = tile[1], ins[0][1]
-        g_t = max(1, math.gcd(math.gcd(cin_t, cout_t), max(1, round(g * cout_t / cout))))
-        w = tensor((cout_t, cin_t // g_t, *a["kernel"]))
-        b = tensor((cout_t,)) if a["bias"] else None
-        leaves += [w] + ([b] if b is not None else [])
-        conv = getattr(F, f"conv{nsp}d")
-        fn = lambda: conv(xs[0], w, b, a["stride"], a["padding"], a["dilation"], g_t)  # noqa
-        _ = cin
-    elif op == "pool":
-        kind = "max" if a["kind"] == "max" else "avg"
-        pool = getattr(F, f"{kind}_pool{nsp}d")
-        kw = dict(kernel_size=a["kernel"], stride=a["stride"], padding=a["padding"],
-                  ceil_mode=a["ceil_mode"])
-        if kind == "max":
-            kw["dilation"] = a["dilation"]
-        fn = lambda: pool(xs[0], **kw)  # noqa: E731
-    elif op == "adaptive_pool":
-        pool = getattr(F, f"adaptive_{a['kind']}_pool{nsp}d")
-        fn = lambda: pool(xs[0], tuple(tile[2:]))  # noqa: E731
-    elif op == "global_pool":
-        dims = tuple(range(2, len(tile)))
-        fn = (lambda: xs[0].mean(dims, keepdim=True)) if a["kind"] == "avg" else (
-            lambda: xs[0].amax(dims, keepdim=True))
-    elif op == "linear":
-        w = tensor((tile[-1], ins[0][-1]))
-        b = tensor((tile[-1],)) if a["bias"] else None
-        leaves += [w] + ([b] if b is not None else [])
-        fn = lambda: F.linear(xs[0], w, b)  # noqa: E731
-    elif op == "batchnorm":
-        w, b = tensor((ins[0][1],)), tensor((ins[0][1],))
-        leaves += [w, b]
-        fn = lambda: F.batch_norm(xs[0], None, None, w, b, training=True)  # noqa: E731
-    elif op == "layernorm":
-        w, b = tensor((ins[0][-1],)), tensor((ins[0][-1],))
-        leaves += [w, b]
-        fn = lambda: F.layer_norm(xs[0], (ins[0][-1],), w, b)  # noqa: E731
-    elif op == "elementwise":
-        name = str(a["fn"])
-        f = getattr(torch, name, None) or getattr(F, name, None)
-        fn = None
-        if callable(f):
-            try:
-                with torch.no_grad():
-                    f(xs[0][(0,) * xs[0].dim()].reshape(1))
-                fn = lambda: f(xs[0])  # noqa: E731
-            except Exception:
-                fn = None
-        if fn is None:
-            fn = lambda: xs[0] * 0.5  # noqa: E731
-    elif op == "add":
-        fn = lambda: sum(xs[1:], xs[0])  # noqa: E731
-    elif op == "mul":
-        def fn():
-            y = xs[0]
-            for t in xs[1:]:
-                y = y * t
-            return y
-    elif op == "concat":
-        axis = layer.dims.index(a["dim"])
-        fn = lambda: torch.cat(xs, dim=axis)  # noqa: E731
-    elif op == "fanout":
-        fn = lambda: xs[0]  # noqa: E731
-    elif op in ("flatten", "reshape"):
-        fn = lambda: xs[0].reshape(xs[0].shape[0], -1)  # noqa: E731
-    elif op == "transpose":
-        perm = tuple(a["perm"])
-        fn = lambda: xs[0].permute(perm).contiguous()  # noqa: E731
-    elif op == "dropout":
-        fn = lambda: F.dropout(xs[0], a["p"], training=True)  # noqa: E731
-    elif op == "softmax":
-        fn = lambda: F.softmax(xs[0], dim=-1)  # noqa: E731
-    elif op == "loss":
-        logits = xs[0].reshape(-1, ins[0][-1]) if len(ins[0]) > 1 else xs[0].reshape(-1, 1)
-        target = torch.randint(0, logits.shape[-1], (logits.shape[0],), generator=gen
-                               ).to(device)
-        fn = lambda: F.cross_entropy(xs[0].reshape(logits.shape), target)  # noqa: E731
-    elif op == "embedding":
-        ids = torch.randint(0, a["vocab"], ins[0], generator=gen).to(device)
-        w = tensor((a["vocab"], tile[-1]))
-        xs, leaves = [], [w]
-        fn = lambda: F.embedding(ids, w)  # noqa: E731
-    elif op == "matmul":
-        fn = lambda: torch.matmul(xs[0], xs[1])  # noqa: E731
-    else:
-        return None
-
-    y0 = fn()
-    grad = torch.randn(tuple(y0.shape), generator=gen).to(device=device, dtype=y0.dtype)
-
-    def run() -> None:
-        y = fn()
-        torch.autograd.grad(y, leaves, grad, allow_unused=True)
-
-    return run
-
-
-def _time(torch: Any, run: Callable[[], None], repeats: int, warmup: int, device: str
-          ) -> float:
-    cuda = device.startswith("cuda")
-    for _ in range(warmup):
-        run()
-    if cuda:
-        torch.cuda.synchronize()
-    times = np.empty(repeats)
-    for r in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        run()
-        if cuda:
-            torch.cuda.synchronize()
-        times[r] = time.perf_counter() - t0
-    return float(np.median(times))
-
-
 def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
                    repeats: int = 5, warmup: int = 2, dtype: str = "float32",
                    options: Any = None, table: ProfileTable | None = None,
-                   threads: int | None = None) -> ProfileTable:
-    """Time forward+backward of every needed (layer, tile shape) with torch.
+                   threads: int | None = None, optimizer: str | None = "adam"
+                   ) -> ProfileTable:
+    """Time forward+backward of every needed (layer, tile shape) with torch, and the
+    optimizer step of each tile's weight shard.
 
     Parameters
     ----------
@@ -737,6 +651,12 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
         CPU threads torch may use while timing (``torch.set_num_threads``, restored
         afterwards); default: torch's current setting. One thread gives the steadiest
         numbers on a shared machine.
+    optimizer : {"adam", "momentum", "sgd"} or None, default "adam"
+        Also time what each tile's weight shard adds to this optimizer's ``step()``, built
+        as a training script builds it
+        (:func:`~milp_parallel.measure.operators.update_seconds`), into the entries'
+        ``update_seconds``; a cost model with the same optimizer state
+        prices its updates by them. None: time no update (the estimate prices it).
 
     Returns
     -------
@@ -751,8 +671,18 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
         Without torch (``pip install milp_parallel[torch]``).
     InvalidGraphError
         Bad ``repeats``/``warmup``/``dtype``/``device`` or tile shapes.
+    InvalidOptionError
+        An unknown ``optimizer``, or a ``table`` whose updates another optimizer timed.
     """
     torch = require("torch", "torch", "profile_layers()")
+    if optimizer is not None and optimizer not in OPTIMIZERS:
+        raise InvalidOptionError(f"profile_layers(optimizer={optimizer!r}): expected one of "
+                                 f"{', '.join(OPTIMIZERS)} or None")
+    if table is not None and None not in (table.optimizer, optimizer) and \
+            table.optimizer != optimizer:
+        raise InvalidOptionError(f"profile_layers(optimizer={optimizer!r}): the table's "
+                                 f"updates were timed with {table.optimizer!r}; pass that "
+                                 "optimizer or no table")
     if dtype not in _DTYPES:
         raise InvalidGraphError(f"profile dtype {dtype!r} is not one of {_DTYPES}")
     if int(repeats) < 1 or int(warmup) < 0:
@@ -773,34 +703,38 @@ def profile_layers(graph: Any, topology_or_configs: Any, *, device: str = "cpu",
         torch.set_num_threads(int(threads))
     try:
         entries = _measure(torch, pairs, done, entries, tdtype, dtype, device, int(repeats),
-                           int(warmup))
+                           int(warmup), optimizer)
         used_threads = torch.get_num_threads()
     finally:
         torch.set_num_threads(saved_threads)
     meta = {"device_name": _device_name(torch, device), "torch_version": torch.__version__,
             "threads": used_threads, "repeats": int(repeats),
             "warmup": int(warmup), "graph": getattr(graph, "name", "")}
-    return ProfileTable(tuple(entries), dtype=dtype, device=device, meta=meta)
+    return ProfileTable(tuple(entries), dtype=dtype, device=device, meta=meta,
+                        optimizer=optimizer if optimizer is not None else (
+                            table.optimizer if table is not None else None))
 
 
-def _measure(torch, pairs, done, entries, tdtype, dtype, device, repeats, warmup):
+def _measure(torch, pairs, done, entries, tdtype, dtype, device, repeats, warmup, optimizer):
     for layer, tile in pairs:
         key = (layer.op, layer_signature(layer, tile), tile, dtype, device)
         if key in done:
             continue
         try:
-            run = _runner(torch, layer, tile, tdtype, device)
+            run = tile_runner(torch, layer, tile, tdtype, device)
             if run is None:
                 logger.warning("profile: op %r of layer %r has no torch operator; skipped",
                                layer.op, layer.name)
                 continue
-            seconds = _time(torch, run, repeats, warmup, device)
+            seconds = median_seconds(torch, run, repeats, warmup, device)
+            update = (None if optimizer is None else update_seconds(
+                torch, layer, tile, tdtype, device, optimizer, repeats, warmup))
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:
             logger.warning("profile: layer %r tile %s could not be timed (%s); its lookups "
                            "fall back to the estimate", layer.name, tile, exc)
             continue
         done[key] = seconds
-        entries.append(ProfileEntry(*key, seconds=seconds))
+        entries.append(ProfileEntry(*key, seconds=seconds, update_seconds=update))
         logger.debug("profile: %s %s tile %s: %.3g s", layer.name, layer.op, tile, seconds)
     return entries
 
