@@ -2,12 +2,14 @@
 
 Trains three small models data-parallel with ``torch.nn.parallel.DistributedDataParallel``
 (gloo, 2 processes, 1 thread each, SGD with momentum, DDP's default 25 MB buckets) and times
-the steps; the median of the slowest process's step time after warm-up is ``measured_s``.
+the steps, back to back after one barrier as a training loop runs them; the median of the
+slowest process's step time after warm-up is ``measured_s``.
 The prediction does not look at those timings: it comes from a calibration of this machine
 (``milp_parallel.measure.calibrate``: the medians of gloo all-reduce / all-gather / ping-pong
 timings, each kind fitted to its own alpha-beta pair, the device's speeds, how much an
 all-reduce overlaps compute, and the per-op profile of each model's data-parallel tiles
-timed by 2 processes at once, as the job runs them), a ``CostModel`` on that topology (with
+timed by 2 processes at once, as the job runs them, with what each layer's weights add to
+the optimizer's step), a ``CostModel`` on that topology (with
 DDP's default reducer, which copies each gradient into its bucket and back), and the
 data-parallel assignment of each model's problem: ``predicted_s`` is the separable objective,
 ``simulated_s`` the step simulator's time
@@ -149,8 +151,8 @@ def _ddp_worker(rank, init, name, steps, warmup, queue):   # pragma: no cover - 
     x = torch.randn(local, *shape, generator=g)
     y = torch.randint(0, 10, (local,), generator=g)
     times = []
+    dist.barrier()      # once: steps run back to back, as a training loop runs them
     for i in range(warmup + steps):
-        dist.barrier()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(x), y)
@@ -192,9 +194,12 @@ def predict(name: str, topo: Topology, *, repeats: int, overlap: float
         shape[0] = -(-shape[0] // WORLD)
         tiles.append((lay, tuple(shape)))
     # timed by WORLD processes at once, as the job runs them (they share the machine)
-    table = profile_concurrently(g, tiles, world_size=WORLD, threads=1, repeats=repeats)
-    # SGD with momentum; the overlap the calibration measured; DDP's default reducer, which
-    # copies each gradient into its bucket and back
+    # (and what each tile's weights add to the step of SGD with momentum)
+    table = profile_concurrently(g, tiles, world_size=WORLD, threads=1, repeats=repeats,
+                                 optimizer="momentum")
+    # SGD with momentum; the overlap the calibration measured (the simulator shares the
+    # cores between an overlapped all-reduce and compute at that rate); DDP's default
+    # reducer, which copies each gradient into its bucket and back
     cm = CostModel(topo, profile=table, optimizer_state_factor=1.0, sync_overlap=overlap,
                    bucket_copies=2)
     built = build(g, topo, cost_model=cm, memory_limit=None)
@@ -202,7 +207,7 @@ def predict(name: str, topo: Topology, *, repeats: int, overlap: float
     a = [p.config_labels[v].index(f"n={WORLD}") if f"n={WORLD}" in p.config_labels[v] else 0
          for v in range(p.n_nodes)]
     predicted = float(p.evaluate(a).cost)
-    simulated = float(simulate_assignment(built, a, overlap=overlap >= 0.5).step_seconds)
+    simulated = float(simulate_assignment(built, a).step_seconds)
     return predicted, simulated
 
 
