@@ -200,6 +200,11 @@ class LayerwiseModule(nn.Module):
         self._make_shards(module)
         self._buckets = self._make_buckets()
         self._tether: list = []
+        # what each step recomputes otherwise: a node's activation inputs, the slices of a
+        # layer's input that moves nothing, a window layer's padding
+        self._acts: dict[Any, list] = {}
+        self._local_slices: dict[tuple[str, int], tuple[slice, ...]] = {}
+        self._pads: dict[str, list[int]] = {}
 
     # ---------------------------------------------------------------- set-up
     def _module_nodes(self):
@@ -314,10 +319,13 @@ class LayerwiseModule(nn.Module):
         return bool(acts) and self._layer_of[node] == self._layer_of.get(acts[0])
 
     def _act_args(self, node) -> list:
-        found: list = []
-        torch.fx.node.map_arg((node.args, node.kwargs),
-                              lambda n: found.append(n) if n in self._layer_of
-                              and n not in found else None)
+        found = self._acts.get(node)
+        if found is None:       # the node's activation inputs, once (the graph is fixed)
+            found = []
+            torch.fx.node.map_arg((node.args, node.kwargs),
+                                  lambda n: found.append(n) if n in self._layer_of
+                                  and n not in found else None)
+            self._acts[node] = found
         return found
 
     def _call(self, node, args, kwargs):
@@ -337,12 +345,16 @@ class LayerwiseModule(nn.Module):
     def _gather(self, name: str, i: int, local):
         """This rank's needed box of input ``i`` of layer ``name``, from the producer's
         local tile ``local``."""
+        cut = self._local_slices.get((name, i))
+        if cut is not None:
+            return local[cut]
         ex = self._exchanges[(name, i)]
         me = self.rank
         n_lo, n_hi = ex.need_lo[me], ex.need_hi[me]
         h_lo = ex.hold_lo[me]
         if not ex.moves:
-            return local[_slices(n_lo - h_lo, n_hi - h_lo)]
+            cut = self._local_slices[(name, i)] = _slices(n_lo - h_lo, n_hi - h_lo)
+            return local[cut]
         pieces = [local.reshape(-1)[:0]]
         for r in range(self.world):
             if ex.elements[me, r]:
@@ -452,17 +464,10 @@ class LayerwiseModule(nn.Module):
         nsp = len(a["kernel"])
         k = np.asarray(a["kernel"])
         s = np.asarray(a["stride"])
-        p = np.asarray(a["padding"])
         d = np.asarray(a.get("dilation", (1,) * nsp))
-        ex = self._exchanges[(layer.name, 0)]
-        n_lo, n_hi = ex.need_lo[self.rank], ex.need_hi[self.rank]
-        want_lo = o_lo[2:] * s - p
-        want_hi = (o_hi[2:] - 1) * s - p + d * (k - 1) + 1
-        before = np.maximum(n_lo[2:] - want_lo, 0)
-        after = np.maximum(want_hi - n_hi[2:], 0)
-        if np.any(o_hi <= o_lo):
-            before = after = np.zeros(nsp, dtype=np.int64)
-        pad = [int(v) for pair in zip(before[::-1], after[::-1]) for v in pair]
+        if layer.name not in self._pads:
+            self._pads[layer.name] = self._padding(layer, o_lo, o_hi)
+        pad = self._pads[layer.name]
         if layer.op == "conv":
             m = self._gm.get_submodule(node.target) if node.op == "call_module" else None
             if m is None or getattr(m, "padding_mode", "zeros") != "zeros":
@@ -496,6 +501,27 @@ class LayerwiseModule(nn.Module):
                                     "count_include_pad=False cannot be split spatially")
         pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nsp]
         return pool(F.pad(x, pad), sizes, strides, 0)
+
+    def _padding(self, layer, o_lo, o_hi) -> list[int]:
+        """``F.pad``'s padding of this rank's input box of a window layer: the module's own
+        padding where the box meets the border, and nothing a neighbour's halo brings. The
+        operator then runs unpadded on the copy, whose size the memory model prices
+        (:mod:`milp_parallel.costs.saved`)."""
+        a = layer.attrs
+        nsp = len(a["kernel"])
+        k = np.asarray(a["kernel"])
+        s = np.asarray(a["stride"])
+        p = np.asarray(a["padding"])
+        d = np.asarray(a.get("dilation", (1,) * nsp))
+        ex = self._exchanges[(layer.name, 0)]
+        n_lo, n_hi = ex.need_lo[self.rank], ex.need_hi[self.rank]
+        want_lo = o_lo[2:] * s - p
+        want_hi = (o_hi[2:] - 1) * s - p + d * (k - 1) + 1
+        before = np.maximum(n_lo[2:] - want_lo, 0)
+        after = np.maximum(want_hi - n_hi[2:], 0)
+        if np.any(o_hi <= o_lo):
+            before = after = np.zeros(nsp, dtype=np.int64)
+        return [int(v) for pair in zip(before[::-1], after[::-1]) for v in pair]
 
     # ---------------------------------------------------------------- results
     def full_output(self, y):
