@@ -74,7 +74,7 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
     assert topo.levels[0].bandwidth_bytes_per_s > 0 and topo.levels[0].latency_s >= 0
     assert topo.device.peak_flops > 0 and topo.device.memory_bandwidth_bytes_per_s > 0
     rep = load_report(out)
-    assert rep["world_size"] == 2 and len(rep["measurements"]) == 3 * 6
+    assert rep["world_size"] == 2 and len(rep["measurements"]) == 4 * 6
     assert 0.0 <= rep["overlap_efficiency"] <= 1.0
     # the link is the point-to-point fit, the collectives keep their own
     assert rep["statistic"] == "median"
@@ -87,9 +87,11 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
     assert lv.latency_s == link["alpha_s"]
     assert {k: (a, b) for k, a, b in lv.collectives} == {
         k: (fits[k]["alpha_s"], fits[k]["bandwidth_bytes_per_s"])
-        for k in ("allreduce", "allgather") if "error" not in fits[k]}
+        for k in ("allreduce", "allgather", "alltoall") if "error" not in fits[k]}
     table = json.loads(prof.read_text())
     assert table["entries"] and table["meta"]["concurrent_processes"] == 2
+    assert table["optimizer"] == "adam" and any("update_seconds" in e
+                                                for e in table["entries"])
     # the calibrated cluster solves like any other
     import milp_parallel as mp
     plan = mp.solve("lenet5", str(out), batch_size=4, solver="dp", cross_check=False,

@@ -99,6 +99,46 @@ def test_symmetric_redistribution_equals_the_separable_model():
     assert sim.step_seconds == pytest.approx(ev.cost, rel=1e-12)
 
 
+def test_a_redistribution_is_priced_by_the_levels_measured_all_to_all():
+    # the program moves an edge's data with one all-to-all: a level that carries its own
+    # all-to-all figures prices the edge by them, in the objective and the simulator alike
+    import dataclasses
+
+    from milp_parallel.machine.topology import Topology
+    g = LayerGraph()
+    g.input("x", (4, 8, 16, 16))
+    g.conv("c1", "x", 8, 3, padding=1, bias=False)
+    g.conv("c2", "c1", 8, 3, padding=1, bias=False)
+    g.loss("loss", "c2")
+    t = clusters.get("abci", nodes=1, gpus_per_node=2)
+    lv = t.levels[0]
+    lat, bw = 40 * lv.latency_for(2), lv.bandwidth_bytes_per_s / 8
+
+    def edge_seconds(collectives):
+        topo = Topology(t.device, (dataclasses.replace(lv, collectives=collectives),)
+                        + t.levels[1:], "measured")
+        cm = CostModel(topo, gradient_bucket_bytes=None, sync_overlap=0.0)
+        b = build(g, topo, cost_model=cm)
+        a = pick(b, {"x": "n=2", "c1": "n=2", "c2": "h=2", "loss": "n=2"})
+        ev = b.problem.evaluate(a)
+        sim = simulate_assignment(b, a, bucket_bytes=None, overlap=False)
+        assert sim.step_seconds == pytest.approx(ev.cost, rel=1e-12)
+        return ev.edge_cost
+
+    base = edge_seconds(())
+    own = edge_seconds((("alltoall", lat, bw),))
+    # t = k alpha + bytes / bandwidth: k transfers (two edges move, forward and backward)
+    k = (edge_seconds((("alltoall", 2 * lat, bw),)) - own) / lat
+    moved = (edge_seconds((("alltoall", lat, bw / 2),)) - own) * bw
+    assert k == pytest.approx(4, rel=1e-9) and moved > 0
+    assert own == pytest.approx(k * lat + moved / bw, rel=1e-9)
+    # without the all-to-all's figures the link prices the same transfers
+    assert base == pytest.approx(k * lv.latency_for(2) + moved / lv.bandwidth_bytes_per_s,
+                                 rel=1e-9)
+    # another kind's figures do not touch a redistribution
+    assert edge_seconds((("allgather", lat, bw),)) == base
+
+
 def test_bucketed_allreduce_hides_behind_the_backward_pass():
     # two linear layers, data parallel on 2 GPUs, one all-reduce per layer: fc1's all-reduce
     # starts when its backward ends and runs while fc0 computes its backward

@@ -308,8 +308,9 @@ class CostModel:
         self._tx_cache: dict = {}
         self._tile_cache: dict = {}
         lv = topology.levels
-        self._bw = np.array([x.bandwidth_bytes_per_s for x in lv], float)
-        self._lat = np.array([x.latency_for(2) for x in lv], float)
+        # a redistribution is one all-to-all per edge: its measured figures, else the link's
+        self._lat, self._bw = (np.array(v, float) for v in zip(
+            *(x.collective_params("alltoall", 2) for x in lv)))
         self._blocks = (1,) + topology.group_sizes
         self._n_devices = topology.n_devices
 

@@ -173,8 +173,9 @@ class _Links:
         self.bpe = float(bytes_per_element)
         self.levels = topology.levels
         self.blocks = (1,) + topology.group_sizes
-        self.lat = np.array([lv.latency_for(2) for lv in self.levels], float)
-        self.bw = np.array([lv.bandwidth_bytes_per_s for lv in self.levels], float)
+        # a redistribution is one all-to-all per edge: its measured figures, else the link's
+        self.lat, self.bw = (np.array(v, float) for v in zip(
+            *(lv.collective_params("alltoall", 2) for lv in self.levels)))
         n = topology.n_devices
         idx = np.arange(n)
         self.level = topology.level_index(idx[:, None], idx[None, :])

@@ -70,7 +70,7 @@ _LEVEL_KEYS = frozenset({"name", "fanout", "bandwidth_bytes_per_s", "latency_s",
                          "latency_steps", "uplinks", "collectives"})
 _COLLECTIVE_KEYS = frozenset({"latency_s", "bandwidth_bytes_per_s"})
 #: The collectives a level may price with their own measured alpha and bandwidth.
-COLLECTIVE_KINDS = ("allreduce", "allgather", "reducescatter")
+COLLECTIVE_KINDS = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
 def _unknown_dtype(value: Any, *, key: bool = False) -> str:

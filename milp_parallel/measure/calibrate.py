@@ -2,13 +2,17 @@
 
 :func:`calibrate` (``milp-parallel calibrate --out cluster.json``) measures, with
 ``torch.distributed`` (gloo on CPU, NCCL on GPU) and ``world_size`` processes, the time of
-all-reduce, all-gather and point-to-point (ping-pong) over message sizes (the median of the
+all-reduce, all-gather, all-to-all and point-to-point (ping-pong) over message sizes (the
+median of the
 repetitions, the statistic of a profile table and of a measured step); fits an alpha-beta
 pair to each kind (:func:`fit_alpha_beta`); measures the device (dense FLOP/s from a matrix
 product, streaming memory bandwidth from a large copy, the fixed time of a tiny operator); and
 writes a :class:`~milp_parallel.topology.Topology` of ``world_size`` devices on one level:
-the link is the point-to-point fit, and the all-reduce and all-gather keep their own fits
-(``Level.collectives``), because a backend's collective is not its link: gloo's all-reduce
+the link is the point-to-point fit, and the all-reduce, all-gather and all-to-all keep their
+own fits (``Level.collectives``; the cost model prices a redistribution by the all-to-all's,
+as the layer-wise program runs one ``all_to_all_single`` per edge), because a backend's
+collective is not its link: gloo's all-to-all of 8 KiB per peer took 0.6 ms on 2 processes
+where half a ping-pong of it took 0.1 ms; gloo's all-reduce
 reached 1.1 GB/s where its point-to-point messages reached 2.5 GB/s on a 2-core machine,
 and its all-gather of ``m`` bytes took as long as an all-reduce of ``m``, twice what the
 ring formula gives from the link. One pair fitted to all three missed them by 43-53% (RMS).
@@ -23,6 +27,7 @@ processes, ``m`` the buffer of the formulas of :mod:`milp_parallel.collectives`)
 ============= ============================================
 all-reduce    ``t = 2 (r-1) alpha + 2 (r-1) / r * m beta``
 all-gather    ``t = (r-1) alpha + (r-1) / r * m beta`` (m = gathered result)
+all-to-all    ``t = alpha + m beta`` (m = what a process receives from the others)
 point-to-point ``t = alpha + m beta`` (half a ping-pong)
 ============= ============================================
 
@@ -76,7 +81,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_SIZES = tuple(4096 * 4 ** i for i in range(7))
 
 CALIBRATION_FORMAT = "milp_parallel.calibration"
-_KINDS = ("allreduce", "allgather", "p2p")
+_KINDS = ("allreduce", "allgather", "alltoall", "p2p")
 _STATISTICS = {"median": np.median, "min": np.min}
 
 
@@ -106,7 +111,7 @@ def _row(m: Measurement) -> tuple[float, float]:
         return 2.0 * (r - 1), 2.0 * (r - 1) / r * size
     if m.kind == "allgather":
         return float(r - 1), (r - 1) / r * size
-    if m.kind == "p2p":
+    if m.kind in ("p2p", "alltoall"):      # all-to-all: what a rank receives from the others
         return 1.0, size
     raise InvalidTopologyError(f"unknown measurement kind {m.kind!r}; known: {_KINDS}")
 
@@ -183,12 +188,17 @@ def _worker(rank: int, world: int, init: str, backend: str, sizes, repeats: int,
                     n = max(1, n // world)
                 x = torch.ones(n, dtype=torch.float32, device=dev)
                 parts = [torch.empty_like(x) for _ in range(world)]
+                if kind == "alltoall":          # n elements from every other rank
+                    x = torch.ones(n * world, dtype=torch.float32, device=dev)
+                    recv = torch.empty_like(x)
 
                 def op():
                     if kind == "allreduce":
                         dist.all_reduce(x)
                     elif kind == "allgather":
                         dist.all_gather(parts, x)
+                    elif kind == "alltoall":
+                        dist.all_to_all_single(recv, x)
                     elif rank == 0:                 # ping-pong between ranks 0 and 1
                         dist.send(x, 1)
                         dist.recv(x, 1)
@@ -205,7 +215,8 @@ def _worker(rank: int, world: int, init: str, backend: str, sizes, repeats: int,
                     dt = time.perf_counter() - t0
                     if i >= warmup:
                         times.append(dt / 2.0 if kind == "p2p" else dt)
-                nbytes = n * 4 * (world if kind == "allgather" else 1)
+                nbytes = n * 4 * (world if kind == "allgather" else
+                                  world - 1 if kind == "alltoall" else 1)
                 out.append((kind, nbytes, times))
         queue.put((rank, out, _overlap_times(torch, dist, dev, repeats)))
     finally:
@@ -262,7 +273,8 @@ def measure_collectives(world_size: int = 2, sizes: Sequence[float] = DEFAULT_SI
                         repeats: int = 15, warmup: int = 3, backend: str = "gloo",
                         threads: int = 1, timeout_s: float = 300.0,
                         with_overlap: bool = False, statistic: str = "median"):
-    """Time all-reduce, all-gather and ping-pong with ``world_size`` local processes.
+    """Time all-reduce, all-gather, all-to-all and ping-pong with ``world_size`` local
+    processes.
 
     Parameters
     ----------
@@ -559,7 +571,8 @@ def calibrate(out_path: str | Path | None = None, *, world_size: int = 2,
             table = part if table is None else table.merge(part)
         if table is not None:
             table = ProfileTable(table.entries, dtype=table.dtype, device=table.device,
-                                 meta={**table.meta, "calibration": name})
+                                 meta={**table.meta, "calibration": name},
+                                 optimizer=table.optimizer)
             table.save(profile_path)
     logger.info("calibrated %s: alpha %.3g s, bandwidth %.3g B/s (RMS error %.1f%%)", name,
                 fit.alpha_s, fit.bandwidth_bytes_per_s, 100 * fit.rms_relative_error)
