@@ -90,6 +90,9 @@ OTHER_RESULTS = (
     ("benchmarks/results/ddp_cpu.csv", "PyTorch DDP measured on this machine's CPU (gloo, "
      "2 processes) against the step time predicted and simulated from a calibration "
      "(`benchmarks/ddp_cpu.py`)"),
+    ("benchmarks/results/executed_plans.csv", "the programs of our own plans (the layer-wise "
+     "runtime, gloo, 2 and 4 processes) timed on this machine's CPU against the step time "
+     "predicted and simulated from a calibration (`benchmarks/executed_plans.py`)"),
     ("benchmarks/megatron.md", "Megatron-LM's measured GPT throughput against our prediction "
      "and our proven optimum (`benchmarks/megatron.py`)"),
     ("benchmarks/results/fidelity.md", "predicted vs simulated step times, OptCNN's "
@@ -964,6 +967,8 @@ _CSV_COLUMNS = {
                    "uses_sentinel", "held"),
     "time_limits.csv": ("case", "solver", "limit", "status", "seconds", "overrun", "held"),
     "ddp_cpu.csv": ("model", "measured_s", "predicted_s", "simulated_s", "spread"),
+    "executed_plans.csv": ("model", "world", "plan", "measured_s", "predicted_s",
+                           "simulated_s", "max_rel_error"),
 }
 
 
