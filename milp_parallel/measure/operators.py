@@ -52,8 +52,6 @@ def input_tiles(layer: Any, tile_shape: Sequence[int]) -> tuple[tuple[int, ...],
     return tuple(shapes)
 
 
-
-
 def _build(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str):
     """``(fn, leaves, weights)`` of the layer's op on one tile (``fn()`` runs the forward;
     ``leaves``: the tensors it differentiates, inputs then weights), or None."""

@@ -256,8 +256,9 @@ class LayerwiseModule(nn.Module):
             if own:
                 params = [(k, self.shards[k]) for n in bucket.layers for k in keys.get(n, ())
                           if self.shards[k].requires_grad]
-                self._synced.update(bucket.layers)
-                mine.append((bucket.name, groups[own[0]], params))
+                if params:      # frozen weights: nothing to reduce (on every replica alike)
+                    self._synced.update(bucket.layers)
+                    mine.append((bucket.name, groups[own[0]], params))
         return _GradBuckets(mine)
 
     def _weight_box(self, layer, pname, p, lo, hi, own) -> tuple[slice, ...]:
