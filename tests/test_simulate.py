@@ -23,6 +23,16 @@ def mlp(batch=32, width=256, layers=3):
     return g
 
 
+def two_convs():
+    """x -> conv c1 -> conv c2 -> loss, on 4 x 8 x 16 x 16 (the redistribution cases)."""
+    g = LayerGraph()
+    g.input("x", (4, 8, 16, 16))
+    g.conv("c1", "x", 8, 3, padding=1, bias=False)
+    g.conv("c2", "c1", 8, 3, padding=1, bias=False)
+    g.loss("loss", "c2")
+    return g
+
+
 def pick(built, labels):
     """Assignment from ``{node name: label}``; other nodes take ``default``."""
     p = built.problem
@@ -84,11 +94,7 @@ def test_ddp_bucket_copies_are_priced_alike_by_the_objective_and_the_simulator()
 def test_symmetric_redistribution_equals_the_separable_model():
     # conv1 split by samples, conv2 by rows on the same 2 devices: each device receives as
     # much as it sends, both ways, so t_x = 2 x the forward exchange is exact
-    g = LayerGraph()
-    g.input("x", (4, 8, 16, 16))
-    g.conv("c1", "x", 8, 3, padding=1, bias=False)
-    g.conv("c2", "c1", 8, 3, padding=1, bias=False)
-    g.loss("loss", "c2")
+    g = two_convs()
     t = clusters.get("abci", nodes=1, gpus_per_node=2)
     cm = CostModel(t, gradient_bucket_bytes=None, sync_overlap=0.0)
     b = build(g, t, cost_model=cm)
@@ -105,11 +111,7 @@ def test_a_redistribution_is_priced_by_the_levels_measured_all_to_all():
     import dataclasses
 
     from milp_parallel.machine.topology import Topology
-    g = LayerGraph()
-    g.input("x", (4, 8, 16, 16))
-    g.conv("c1", "x", 8, 3, padding=1, bias=False)
-    g.conv("c2", "c1", 8, 3, padding=1, bias=False)
-    g.loss("loss", "c2")
+    g = two_convs()
     t = clusters.get("abci", nodes=1, gpus_per_node=2)
     lv = t.levels[0]
     lat, bw = 40 * lv.latency_for(2), lv.bandwidth_bytes_per_s / 8
