@@ -53,8 +53,10 @@ def run_world(world: int, steps: int, repeats: int) -> list[dict]:
         graph = mp.from_torch(module, x)
         table = profile_concurrently(graph, topo, world_size=world, threads=1,
                                      repeats=repeats)
-        # the layer-wise runtime copies each gradient into its bucket once
-        cm = CostModel(topo, profile=table, sync_overlap=overlap, bucket_copies=1)
+        # the layer-wise runtime copies each gradient into its bucket once, and normalizes a
+        # batch-norm split by samples or space by the whole batch's statistics
+        cm = CostModel(topo, profile=table, sync_overlap=overlap, bucket_copies=1,
+                       batchnorm_stats="sync")
         plan = mp.solve(graph, topo, solver="dp", cross_check=False, cost_model=cm)
         row = {"model": cls_name, "world": world}
         try:

@@ -243,6 +243,32 @@ def test_allreduce_of_a_replicated_linear_layer():
     assert plain.sync_seconds(fc, cfg) == pytest.approx(one.allreduce_seconds(fc, cfg))
 
 
+def test_a_split_batchnorm_with_whole_batch_statistics_pays_two_allreduces_of_2c_floats():
+    g = LayerGraph()
+    g.input("x", (8, 16, 4, 4))
+    g.batchnorm("bn", "x")
+    bn = g.layer("bn")
+    topo = clusters.get("abci", nodes=1)            # 4 GPUs over NVLink
+    local = CostModel(topo, collective="ring")
+    sync = CostModel(topo, collective="ring", batchnorm_stats="sync")
+    # dims n c h w: samples on 4, samples x channels, channels only, height x channels
+    cfg = np.array([[4, 1, 1, 1], [2, 2, 1, 1], [1, 4, 1, 1], [1, 2, 2, 1]])
+    # the ranks sharing a channel slice sum 2 C_tile fp32: 4 ranks x 16 channels, then
+    # 2 ranks x 8 channels (twice: the groups {0, 1} and {2, 3} run at once), none
+    ring = [2 * 3 * (NV_LAT + 2 * 16 * 4 / 4 / NV_BW), 2 * 1 * (NV_LAT + 2 * 8 * 4 / 2 / NV_BW),
+            0.0, 2 * 1 * (NV_LAT + 2 * 8 * 4 / 2 / NV_BW)]
+    assert sync.stats_seconds(bn, cfg) == pytest.approx(ring, rel=1e-12)
+    assert np.all(local.stats_seconds(bn, cfg) == 0)
+    assert np.all(sync.stats_seconds(g.layer("x"), np.array([[4, 1, 1, 1]])) == 0)
+    # one all-reduce in the forward and one in the backward, on the layer's critical path
+    f0, b0, u0 = local.compute_phases(bn, cfg)
+    f1, b1, u1 = sync.compute_phases(bn, cfg)
+    assert f1 - f0 == pytest.approx(ring, rel=1e-9) and b1 - b0 == pytest.approx(ring, rel=1e-9)
+    assert np.array_equal(u0, u1)
+    with pytest.raises(InvalidTopologyError, match="batchnorm_stats"):
+        CostModel(topo, batchnorm_stats="global")
+
+
 def test_allreduce_algorithms_by_hand():
     g = linear_graph()
     fc = g.layer("fc")

@@ -16,7 +16,9 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import milp_parallel as mp  # noqa: E402
+from milp_parallel.costs import CostModel  # noqa: E402
 from milp_parallel.errors import PlanMismatchError  # noqa: E402
+from milp_parallel.inputs import load_cluster  # noqa: E402
 from milp_parallel.runtime import PlanAudit, verify_plan  # noqa: E402
 from milp_parallel.runtime.layerwise import check_plan_fits  # noqa: E402
 
@@ -91,12 +93,13 @@ class Other(nn.Module):
         return self.body(x)
 
 
-def _case(devices: int, fixed: dict, model=ResNetlet):
+def _case(devices: int, fixed: dict, model=ResNetlet, batchnorm_stats: str = "local"):
     torch.manual_seed(0)
     module = model()
     x = torch.randn(4, 3, 8, 8)
-    plan = mp.solve(mp.from_torch(module, x), "abci", devices=devices, solver="dp",
-                    cross_check=False, fixed=fixed)
+    topo = load_cluster("abci", devices=devices)[0]
+    plan = mp.solve(mp.from_torch(module, x), topo, solver="dp", cross_check=False,
+                    fixed=fixed, cost_model=CostModel(topo, batchnorm_stats=batchnorm_stats))
     for name, label in fixed.items():
         assert plan.layer(name).config == label
     return plan, module, x
@@ -120,6 +123,10 @@ CASES = {
                      "pool": "w=2", "fc": "c=2"}, Downsample),
     "bn-2": (2, {"conv1": "c=2", "conv2": "serial", "conv3": "n=2", "fc1": "c=2",
                  "fc2": "c=2"}, BNResNetlet),
+    # batch-norms split by samples and height (one group of 4 ranks), and by channels and
+    # height (two groups of 2), normalized by the whole batch's statistics as priced
+    "bn-sync-4": (4, {"conv1": "n=2 h=2", "conv2": "c=2 h=2", "conv3": "n=4", "fc1": "n=2",
+                      "fc2": "c=2"}, BNResNetlet, "sync"),
 }
 
 
@@ -146,6 +153,11 @@ def test_collectives_are_what_the_plan_priced(audited):
     for row in audit.collectives:
         assert row.predicted_bytes > 0, row      # nothing the plan did not price
         assert row.rel_error <= 0.05, row
+    # a batch-norm split by samples or space sums its statistics, forward and backward
+    stats = {r.layer for r in audit.collectives if r.kind == "stats"}
+    split = {lc.name for lc in plan.layers if lc.op == "batchnorm"
+             and {d for d, k in lc.degrees.items() if k > 1} - {"c"}}
+    assert stats == split
 
 
 def test_memory_is_what_the_plan_priced(audited):
@@ -191,10 +203,11 @@ def test_a_module_the_plan_was_not_made_for_is_refused():
 
 
 def test_a_plan_a_rank_cannot_run_is_refused_here_with_its_typed_error():
-    # a batch-norm split by samples in training mode: found by the ranks, raised in the
-    # caller as PlanMismatchError (not the ranks' tracebacks)
+    # a batch-norm split by samples in training mode, priced with each tile's own
+    # statistics: found by the ranks, raised in the caller as PlanMismatchError (not the
+    # ranks' tracebacks), with the fix
     plan, module, x = _case(2, {"bn1": "n=2"}, model=BNResNetlet)
-    with pytest.raises(PlanMismatchError, match="bn1"):
+    with pytest.raises(PlanMismatchError, match="bn1.*batchnorm_stats='sync'"):
         verify_plan(plan, module, x, world_size=2)
 
 

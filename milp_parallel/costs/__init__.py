@@ -16,6 +16,7 @@ May import: ``graph``, ``machine``, ``measure.profile`` (measured layer times), 
 that module before the stage became a folder).
 """
 
-from .model import COMPUTE_MODELS, DDP_BUCKET_BYTES, CostModel, replica_groups
+from .model import BATCHNORM_STATS, COMPUTE_MODELS, DDP_BUCKET_BYTES, CostModel, replica_groups
 
-__all__ = ["CostModel", "COMPUTE_MODELS", "DDP_BUCKET_BYTES", "replica_groups"]
+__all__ = ["CostModel", "COMPUTE_MODELS", "BATCHNORM_STATS", "DDP_BUCKET_BYTES",
+           "replica_groups"]

@@ -35,6 +35,18 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   nothing hides, and a model smaller than one bucket pays less than one bucket's latency.
   :func:`milp_parallel.simulate.simulate` runs the real bucket schedule.
   :meth:`CostModel.allreduce_seconds` is the layer's all-reduce on its own.
+- **Batch statistics** (``batchnorm_stats``): a batch-norm split along its samples or its
+  spatial dims computes, in training, the mean and variance of each channel over the whole
+  batch only if the ranks that share a channel slice (its replica groups) sum them.
+  ``"local"`` (the default, PyTorch DDP's ``BatchNorm`` without ``SyncBatchNorm``): each
+  tile normalizes by its own statistics, no communication, a different function of the
+  batch than the module's; ``"sync"`` (the module's function, as ``SyncBatchNorm`` and the
+  layer-wise runtime compute it): the forward all-reduces the per-channel sum and sum of
+  squares of the tile (``2 C_tile`` fp32) and the backward the sums of the gradient and of
+  the gradient times the normalized input (as many), each a blocking collective on the
+  layer's critical path: :meth:`CostModel.stats_seconds` is added to the layer's forward
+  and to its backward (:meth:`compute_phases`, so the objective, the simulator and the
+  certificate all see it).
 - :meth:`CostModel.transfer_seconds` (``t_x``): redistribution of one edge's tensor. Forward:
   every consumer device receives the part of the input region its tile needs
   (``consumer.input_region``) that it does not hold under the producer's layout. A receiver's
@@ -90,13 +102,21 @@ from .configs import tile_boxes, tile_extent
 from .saved import saved_bytes
 from .transfer import _block_boxes, _interval_ids, _level_tables
 
-__all__ = ["CostModel", "COMPUTE_MODELS", "DDP_BUCKET_BYTES", "replica_groups"]
+__all__ = ["CostModel", "COMPUTE_MODELS", "BATCHNORM_STATS", "DDP_BUCKET_BYTES",
+           "replica_groups"]
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``), bytes.
 DDP_BUCKET_BYTES = 25 * 2**20
 
 #: The compute models :class:`CostModel` knows.
 COMPUTE_MODELS = ("roofline", "flops")
+
+#: How a batch-norm split along samples or space gets its statistics (see the module
+#: docstring): ``"local"``, each tile its own; ``"sync"``, the whole batch's (all-reduced).
+BATCHNORM_STATS = ("local", "sync")
+
+#: Bytes per element of the batch statistics all-reduced (fp32, as PyTorch keeps them).
+STATS_BYTES_PER_ELEMENT = 4
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +222,12 @@ class CostModel:
         the device's compute stream, so no overlap hides it. Measured on a 2-core CPU: DDP
         with a comm hook that reduces nothing took 3-4 ms more per step than the module
         alone for 7.4 MB of gradients; two copies at the measured copy bandwidth are 2.7 ms.
+    batchnorm_stats : {"local", "sync"}, default "local"
+        The batch statistics of a batch-norm split along samples or space (see the module
+        docstring): ``"local"``, each tile's own (DDP's ``BatchNorm``, free); ``"sync"``,
+        the whole batch's, as the module computes them (two all-reduces of ``2 C_tile``
+        fp32 per step, :meth:`stats_seconds`; the layer-wise runtime runs such a plan, and
+        refuses a ``"local"`` one whose batch-norm is split so in training).
 
     Raises
     ------
@@ -233,7 +259,8 @@ class CostModel:
                  roofline: RooflineParams | None = None, dtype: str | None = None,
                  collective: str = "auto",
                  gradient_bucket_bytes: float | None = DDP_BUCKET_BYTES,
-                 sync_overlap: float = 1.0, bucket_copies: int = 0) -> None:
+                 sync_overlap: float = 1.0, bucket_copies: int = 0,
+                 batchnorm_stats: str = "local") -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
         if compute_model not in COMPUTE_MODELS:
@@ -256,6 +283,10 @@ class CostModel:
             raise InvalidTopologyError("CostModel: bucket_copies must be a non-negative "
                                        f"integer (DDP's default reducer: 2), got "
                                        f"{bucket_copies!r}")
+        if batchnorm_stats not in BATCHNORM_STATS:
+            raise InvalidTopologyError(f"CostModel: batchnorm_stats must be one of "
+                                       f"{', '.join(BATCHNORM_STATS)}, got "
+                                       f"{batchnorm_stats!r}")
         if roofline is not None and not isinstance(roofline, RooflineParams):
             raise InvalidTopologyError(f"CostModel: roofline must be a RooflineParams, got "
                                        f"{roofline!r}")
@@ -299,6 +330,7 @@ class CostModel:
                                       else float(gradient_bucket_bytes))
         self.sync_overlap = float(sync_overlap)
         self.bucket_copies = int(bucket_copies)
+        self.batchnorm_stats = batchnorm_stats
         #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
         self.profile_stats = {"hits": 0, "fallbacks": 0}
         #: What :meth:`check_profile` found (a ``ProfileCoverage``), or None.
@@ -442,6 +474,9 @@ class CostModel:
                 u = updates(layer, tile) if updates is not None else None
                 if u is not None:
                     upd[k] = float(u)
+        if self.batchnorm_stats == "sync" and layer.op == "batchnorm":
+            t = self._stats(layer, c)       # one all-reduce forward, one backward
+            fwd, bwd = fwd + t, bwd + t
         return fwd, bwd, upd
 
     def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None
@@ -497,6 +532,26 @@ class CostModel:
         the shard's bytes among the replicas holding it, by the cheapest algorithm allowed
         (``collective``), the slowest of the concurrent replica groups."""
         return self._sync(layer, self._configs(layer, configs), bucket=None)
+
+    def stats_seconds(self, layer, configs) -> np.ndarray:
+        """A batch-norm's statistics all-reduce with ``batchnorm_stats="sync"``, shape (K,):
+        ``2 C_tile`` fp32 among the ranks sharing a channel slice, by the cheapest algorithm
+        allowed, the slowest of the groups; 0 for another op, an unsplit batch, or
+        ``"local"``. The step pays it twice (forward and backward), inside the layer's
+        :meth:`compute_phases`."""
+        c = self._configs(layer, configs)
+        if self.batchnorm_stats != "sync" or layer.op != "batchnorm":
+            return np.zeros(len(c))
+        return self._stats(layer, c)
+
+    def _stats(self, layer, c: np.ndarray) -> np.ndarray:
+        split = tuple(d in layer.weight_split_dims for d in layer.dims)
+        a, b, r = self._sync_table(c, split)
+        ext = tile_extent(np.asarray(layer.output_shape, dtype=np.int64), c)
+        channels = ext[:, layer.dims.index(layer.weight_split_dims[0])].astype(float)
+        m = 2.0 * STATS_BYTES_PER_ELEMENT * channels
+        t = (a + m[:, None, None] * b).min(axis=1)                    # (K, G)
+        return np.where(r > 1, t.max(axis=1), 0.0)
 
     def _shard_bytes(self, layer, c: np.ndarray) -> np.ndarray:
         return float(layer.params) * self.bytes_per_element / self._weight_shards(layer, c)

@@ -15,6 +15,12 @@ ranks leaves the others an empty tile), from the box of each input its tile need
   box meets the border (zeros; ``-inf`` for max pooling), with the module's stride and
   dilation; a convolution, linear or batch-norm split along its channels / features holds
   only its slice of the weights; any other op runs the traced node on the local pieces.
+- **Batch statistics**: a batch-norm split along samples or space, in training, normalizes
+  by the whole batch's statistics when the plan was priced so (``CostModel(...,
+  batchnorm_stats="sync")``): the ranks sharing a channel slice all-reduce each channel's
+  sum and sum of squares forward, and the gradients of those sums backward (two
+  all-reduces of ``2 C`` fp32 per step, the cost model's ``stats_seconds``); a plan priced
+  ``"local"`` is refused, as its tiles' own statistics are not the module's function.
 - **Gradient sync**: a layer's weight-shard gradient is summed among the ranks that hold
   the same shard (:func:`~milp_parallel.costs.replica_groups`) in gradient buckets, as the
   cost model and the step simulator price it (:func:`.layout.plan_sync_buckets`, the plan's
@@ -40,7 +46,14 @@ import numpy as np
 
 from ..errors import PlanMismatchError, require
 from . import audit
-from .layout import edge_exchange, layer_degrees, plan_sync_buckets, tiles
+from .layout import (
+    edge_exchange,
+    layer_degrees,
+    plan_batchnorm_stats,
+    plan_sync_buckets,
+    stats_groups,
+    tiles,
+)
 
 __all__ = ["parallelize_layerwise", "LayerwiseModule"]
 
@@ -84,6 +97,54 @@ class _Exchange(torch.autograd.Function):
             g = funcol.all_to_all_single(grad.contiguous(), in_splits, out_splits, ctx.group)
             g = funcol.wait_tensor(g)
         return g, None, None, None, None
+
+
+class _SyncBatchNorm(torch.autograd.Function):
+    """Training batch-norm of a tile by the whole batch's statistics.
+
+    Forward: the tile's per-channel sum and sum of squares, all-reduced (sum) over
+    ``group``, give the mean and the inverse standard deviation of ``count`` elements per
+    channel; backward: the tile's sums of the output gradient and of it times the normalized
+    input, all-reduced likewise, give the input gradient (the weight and bias gradients stay
+    the tile's own: the gradient sync sums them). It keeps the input and ``2 C`` statistics
+    for the backward, what the cost model's saved-tensor rule prices; both all-reduces are
+    labelled ``stats``. Returns the output, the mean and the (biased) variance.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, count, group, name):
+        dims = [d for d in range(x.dim()) if d != 1]
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        with audit.label(name, "stats"):
+            sums = funcol.wait_tensor(funcol.all_reduce(
+                torch.stack([x.sum(dims), (x * x).sum(dims)]), "sum", group))
+        mean = sums[0] / count
+        var = sums[1] / count - mean * mean
+        invstd = torch.rsqrt(var + eps)
+        y = (x - mean.view(shape)) * invstd.view(shape)
+        if weight is not None:
+            y = y * weight.view(shape)
+        if bias is not None:
+            y = y + bias.view(shape)
+        ctx.save_for_backward(x, weight, mean, invstd)
+        ctx.meta = (dims, shape, count, group, name, bias is not None)
+        ctx.mark_non_differentiable(mean, var)
+        return y, mean, var
+
+    @staticmethod
+    def backward(ctx, gy, _mean, _var):
+        x, weight, mean, invstd = ctx.saved_tensors
+        dims, shape, count, group, name, has_bias = ctx.meta
+        xhat = (x - mean.view(shape)) * invstd.view(shape)
+        sum_dy, sum_dy_xhat = gy.sum(dims), (gy * xhat).sum(dims)
+        with audit.label(name, "stats"):
+            total = funcol.wait_tensor(funcol.all_reduce(
+                torch.stack([sum_dy, sum_dy_xhat]), "sum", group))
+        scale = invstd if weight is None else invstd * weight
+        gx = scale.view(shape) * (gy - (total[0].view(shape) + xhat * total[1].view(shape))
+                                  / count)
+        return (gx, sum_dy_xhat if weight is not None else None,
+                sum_dy if has_bias else None, None, None, None, None)
 
 
 class _SyncGrad(torch.autograd.Function):
@@ -198,7 +259,9 @@ class LayerwiseModule(nn.Module):
         self._boxes: dict[str, tuple] = {}          # original name -> (slices in the full)
         self._output_node = None
         self._make_shards(module)
+        self._process_groups: dict[tuple[int, ...], Any] = {}   # ranks -> new_group
         self._buckets = self._make_buckets()
+        self._stats_groups = self._make_stats_groups()
         self._tether: list = []
         # what each step recomputes otherwise: a node's activation inputs, the slices of a
         # layer's input that moves nothing, a window layer's padding
@@ -245,7 +308,7 @@ class LayerwiseModule(nn.Module):
         keys: dict[str, list[str]] = {}
         for full, key in self._param_names.items():
             keys.setdefault(self._layer_of_param(full), []).append(key)
-        groups: dict[tuple[int, ...], Any] = {}
+        groups = self._process_groups
         mine = []
         self._synced: set[str] = set()
         for bucket in plan_sync_buckets(self.plan, self.graph, self._cfg):
@@ -260,6 +323,20 @@ class LayerwiseModule(nn.Module):
                     self._synced.update(bucket.layers)
                     mine.append((bucket.name, groups[own[0]], params))
         return _GradBuckets(mine)
+
+    def _make_stats_groups(self) -> dict[str, Any] | None:
+        """Layer name -> this rank's process group of batch statistics, for every split
+        batch-norm (``None`` when the plan was priced with each tile's own statistics)."""
+        if plan_batchnorm_stats(self.plan) != "sync":
+            return None
+        out = {}
+        for layer in self.graph.layers:
+            for g in stats_groups(layer, self._cfg[layer.name]):   # every rank, same order
+                if g not in self._process_groups:
+                    self._process_groups[g] = dist.new_group(list(g))
+                if self.rank in g:
+                    out[layer.name] = self._process_groups[g]
+        return out
 
     def _weight_box(self, layer, pname, p, lo, hi, own) -> tuple[slice, ...]:
         if not own:
@@ -447,18 +524,37 @@ class LayerwiseModule(nn.Module):
         if layer.op == "linear":
             return F.linear(x, w["weight"], w.get("bias"))
         split = [d for d, k in zip(layer.dims, self._cfg[layer.name]) if k > 1 and d != "c"]
-        if m.training and split:
-            raise PlanMismatchError(
-                f"layer {layer.name!r} (batchnorm) is split along {', '.join(split)} in "
-                "training mode: its batch statistics would need a reduction over those "
-                "ranks, which the cost model does not price; split it along c only, or run "
-                "the module in eval mode")
         lo, hi = self._tiles[layer.name]
         c = slice(int(lo[self.rank][1]), int(hi[self.rank][1]))
         rm = m.running_mean[c] if m.running_mean is not None else None
         rv = m.running_var[c] if m.running_var is not None else None
+        if m.training and split:
+            if self._stats_groups is None:
+                raise PlanMismatchError(
+                    f"layer {layer.name!r} (batchnorm) is split along {', '.join(split)} in "
+                    "training mode, and the plan was priced with each tile's own batch "
+                    "statistics (CostModel batchnorm_stats='local'), which is not the "
+                    "module's function; solve with cost_model=CostModel(topology, "
+                    "batchnorm_stats='sync'), split it along c only, or run the module in "
+                    "eval mode")
+            return self._batchnorm_synced(m, layer, x, w, rm, rv)
         return F.batch_norm(x, rm, rv, w.get("weight"), w.get("bias"),
                             m.training or rm is None, m.momentum or 0.0, m.eps)
+
+    def _batchnorm_synced(self, m, layer, x, w, rm, rv):
+        """Training batch-norm of a tile by the statistics of the whole batch: the sums over
+        this rank's tile, all-reduced among the ranks sharing its channels."""
+        count = float(np.prod(layer.output_shape)) / float(layer.output_shape[1])
+        y, mean, var = _SyncBatchNorm.apply(x, w.get("weight"), w.get("bias"), float(m.eps),
+                                            count, self._stats_groups[layer.name], layer.name)
+        self._tether.append(y)
+        momentum = m.momentum or 0.0
+        if rm is not None and momentum:
+            with torch.no_grad():       # as F.batch_norm: the unbiased variance
+                rm.mul_(1.0 - momentum).add_(mean.detach(), alpha=momentum)
+                rv.mul_(1.0 - momentum).add_(var.detach() * (count / max(count - 1.0, 1.0)),
+                                             alpha=momentum)
+        return y
 
     def _window(self, node, layer, x, o_lo, o_hi):
         a = layer.attrs

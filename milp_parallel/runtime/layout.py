@@ -14,6 +14,9 @@ input that :meth:`~milp_parallel.graph.Layer.input_region` names. From it:
   (:func:`~milp_parallel.costs.replica_groups`) and the shard bytes ``CostModel`` prices
   their all-reduce with; :func:`sync_buckets`: the gradient buckets those all-reduces run
   in, filled as the step simulator fills them (one all-reduce per bucket and group).
+- :func:`stats_groups`: the ranks a batch-norm split along samples or space sums its
+  statistics over when the plan was priced with ``batchnorm_stats="sync"``
+  (:func:`plan_batchnorm_stats`).
 - :func:`predicted_memory`: ``CostModel.memory_parts`` of the plan's cost model
   (:func:`plan_cost_model`) summed over the layers: parameters, gradients, optimizer state
   and the activations each layer's backward keeps (no second formula here).
@@ -27,13 +30,14 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..costs.configs import tile_boxes
-from ..costs.model import DDP_BUCKET_BYTES, replica_groups
+from ..costs.model import DDP_BUCKET_BYTES, STATS_BYTES_PER_ELEMENT, replica_groups
 from ..errors import PlanMismatchError
 from ..machine.topology import DTYPE_BYTES
 from ..measure.operators import OPTIMIZER_STATE_FACTOR
 
 __all__ = ["Exchange", "SyncBucket", "layer_degrees", "tiles", "edge_exchange", "sync_groups",
-           "sync_buckets", "plan_sync_buckets", "predicted_memory", "predicted_collectives",
+           "sync_buckets", "plan_sync_buckets", "stats_groups", "plan_batchnorm_stats",
+           "predicted_memory", "predicted_collectives",
            "plan_cost_model", "OPTIMIZER_STATE_FACTOR"]
 
 
@@ -210,6 +214,24 @@ def plan_sync_buckets(plan, graph, configs: Mapping[str, np.ndarray]
     return sync_buckets(graph, configs, size, _bytes_per_element(plan))
 
 
+def stats_groups(layer, degrees: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """The groups of ranks that hold the same channel slice of a batch-norm ``layer`` (those
+    with more than one rank): the ranks whose batch statistics are one batch's. Empty for
+    another op."""
+    if layer.op != "batchnorm":
+        return ()
+    split = [d in layer.weight_split_dims for d in layer.dims]
+    return tuple(tuple(int(x) for x in g) for g in replica_groups(degrees, split)
+                 if len(g) > 1)
+
+
+def plan_batchnorm_stats(plan) -> str:
+    """The ``batchnorm_stats`` of the cost model the plan was solved with
+    (``plan.inputs.cost_model``), else the cost model's default, ``"local"``."""
+    given = getattr(getattr(plan, "inputs", None), "cost_model", None)
+    return getattr(given, "batchnorm_stats", "local")
+
+
 def _bytes_per_element(plan) -> int:
     return DTYPE_BYTES.get(getattr(plan, "dtype", "fp32"), 4)
 
@@ -221,7 +243,9 @@ def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], floa
     (the backward only for an edge that carries a gradient: not from a graph input);
     ``(bucket, "sync")``: the gradient all-reduce of a bucket of weight shards
     (:func:`plan_sync_buckets`; the bucket's
-    layers joined by ``+``), counted as the bucket's bytes once per rank of a replica group.
+    layers joined by ``+``), counted as the bucket's bytes once per rank of a replica group;
+    ``(batch-norm, "stats")`` with ``batchnorm_stats="sync"``: its statistics' all-reduces,
+    forward and backward, ``2 C`` fp32 of each rank's channel slice in each.
     """
     bpe = _bytes_per_element(plan)
     cfg = {lc.name: layer_degrees(graph.layer(lc.name), lc.degrees) for lc in plan.layers}
@@ -234,6 +258,16 @@ def predicted_collectives(plan, graph, world: int) -> dict[tuple[str, str], floa
             out[key] = out.get(key, 0.0) + passes * float(ex.elements.sum()) * bpe
     for b in plan_sync_buckets(plan, graph, cfg):
         out[(b.name, "sync")] = b.shard_bytes * sum(len(g) for g in b.groups)
+    if plan_batchnorm_stats(plan) == "sync":
+        for layer in graph.layers:
+            groups = stats_groups(layer, cfg[layer.name])
+            if groups:
+                lo, hi = tiles(layer.output_shape, cfg[layer.name], world)
+                ch = layer.dims.index(layer.weight_split_dims[0])
+                ranks = [r for g in groups for r in g]
+                out[(layer.name, "stats")] = 2 * sum(
+                    2.0 * STATS_BYTES_PER_ELEMENT * float(hi[r, ch] - lo[r, ch])
+                    for r in ranks)
     return out
 
 
