@@ -7,8 +7,10 @@ Run from the repository root (about 5-10 minutes on a 2-core machine)::
 For each world size (2 and 4 processes of gloo, 1 thread each) it calibrates this machine
 (``milp_parallel.measure.calibrate``: collectives, device, the all-reduce / compute overlap),
 profiles every tile the models' configurations need, timed by that many processes at once
-(``profile_concurrently``), and solves each model on that topology with that profile
-(``mp.solve(..., solver="dp")``, Adam's state). It then runs the plan's program
+(``profile_concurrently``), measures the layer-wise program's own time per layer and per
+step on two chains of tiny layers (``milp_parallel.runtime.overhead``), and solves each model
+on that topology with that profile and that overhead (``mp.solve(..., solver="dp")``, Adam's
+state). It then runs the plan's program
 (``mp.verify_plan(..., timed_steps=N)``: one audited step, then ``N`` plain ones) and writes
 
 ``model, world, plan, measured_s, predicted_s, simulated_s, max_rel_error, machine, date``
@@ -34,6 +36,7 @@ from benchmarks.instances import machine
 from benchmarks.verify_plan import CASES
 from milp_parallel.costs import CostModel
 from milp_parallel.measure.calibrate import calibrate, profile_concurrently
+from milp_parallel.runtime.overhead import measure_program_overhead
 
 #: model class name -> input shape (the whole batch)
 MODELS = {cls: shape for cls, shape, _, _ in CASES.values()}
@@ -45,6 +48,9 @@ def run_world(world: int, steps: int, repeats: int) -> list[dict]:
     """Calibrate ``world`` processes, then solve, run and time every model's plan."""
     topo, report = calibrate(None, world_size=world, threads=1)
     overlap = float(report["overlap_efficiency"])
+    over = measure_program_overhead(topo, world_size=world)
+    print(f"world {world}: the program's own time {over.layer_seconds * 1e6:.1f} us per layer, "
+          f"{over.step_seconds * 1e6:.1f} us per step", flush=True)
     rows = []
     for cls_name, shape in MODELS.items():
         cls = getattr(importlib.import_module("benchmarks.verify_plan"), cls_name)
@@ -56,7 +62,8 @@ def run_world(world: int, steps: int, repeats: int) -> list[dict]:
         # the layer-wise runtime copies each gradient into its bucket once, and normalizes a
         # batch-norm split by samples or space by the whole batch's statistics
         cm = CostModel(topo, profile=table, sync_overlap=overlap, bucket_copies=1,
-                       batchnorm_stats="sync")
+                       batchnorm_stats="sync", layer_overhead_seconds=over.layer_seconds,
+                       step_overhead_seconds=over.step_seconds)
         plan = mp.solve(graph, topo, solver="dp", cross_check=False, cost_model=cm)
         row = {"model": cls_name, "world": world}
         try:

@@ -121,15 +121,20 @@ def test_profile_covers_every_needed_tile_with_positive_times():
     pairs = needed_tiles(g, 2)
     assert {layer.name for layer, _ in pairs} == set(g.names) - {"x"}
     table = profile_layers(g, 2, repeats=2, warmup=0, threads=1)
-    assert table.missing(pairs) == []
+    assert table.missing(pairs, graph=g) == []
     assert all(e.seconds > 0 for e in table.entries)
     # conv1 and conv2 share entries: fewer entries than needed pairs
     assert len(table) < len(pairs)
-    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8)) == \
-        table.lookup(g.layer("conv2"), (4, 4, 8, 8))
+    data = (True,)       # both read the graph's input: timed without the data's gradient
+    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8), graph_inputs=data) == \
+        table.lookup(g.layer("conv2"), (4, 4, 8, 8), graph_inputs=data)
+    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8)) is None   # not timed with it
+    assert ("conv1", (4, 4, 8, 8)) in table.missing(pairs)
+    assert all('"data":[0]' in e.signature for e in table.entries if e.op == "conv")
     assert table.lookup(g.layer("x"), (4, 3, 8, 8)) == 0.0
-    assert table.lookup(g.layer("conv1"), (3, 4, 8, 8)) is None  # never measured
-    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8), dtype="bfloat16") is None
+    assert table.lookup(g.layer("conv1"), (3, 4, 8, 8), graph_inputs=data) is None
+    assert table.lookup(g.layer("conv1"), (4, 4, 8, 8), graph_inputs=data,
+                        dtype="bfloat16") is None
     meta = table.meta
     assert meta["torch_version"] == torch.__version__ and meta["repeats"] == 2
     assert meta["device_name"] and meta["threads"] == 1
@@ -180,11 +185,13 @@ def test_cost_model_uses_the_measured_numbers():
     node = built.node_of["conv1"]
     (costs,) = [m for m in built.member_costs[node] if m.name == "conv1"]
     ext = tile_extent(np.asarray(g.layer("conv1").output_shape), built.configs[node])
-    expected = [table.lookup(g.layer("conv1"), tuple(row)) for row in ext]
+    # conv1 reads the graph's input: the tiles timed without the data's gradient
+    data = (True,)
+    expected = [table.lookup(g.layer("conv1"), tuple(row), graph_inputs=data) for row in ext]
     # measured forward+backward, plus the measured optimizer update (Adam, the default)
-    update = model.compute_phases(g.layer("conv1"), built.configs[node])[2]
-    assert np.array_equal(update, [table.lookup_update(g.layer("conv1"), tuple(row))
-                                   for row in ext])
+    update = model.compute_phases(g.layer("conv1"), built.configs[node], graph_inputs=data)[2]
+    assert np.array_equal(update, [table.lookup_update(g.layer("conv1"), tuple(row),
+                                                       graph_inputs=data) for row in ext])
     assert np.array_equal(costs.compute_seconds, np.asarray(expected, dtype=float) + update)
     serial = built.problem.config_labels[node].index("serial")
     members = built.member_costs[node]
@@ -196,6 +203,35 @@ def test_cost_model_uses_the_measured_numbers():
     fallback = CostModel(topo, profile=partial)
     build(g, topo, cost_model=fallback)
     assert fallback.profile_stats["fallbacks"] > 0
+
+
+def test_a_tile_that_reads_the_graphs_input_is_timed_without_the_datas_gradient():
+    # a training step computes no gradient of the data: a 5x5 convolution of one channel
+    # (LeNet-5's first) took 0.3 ms without it and 3 ms with it on this CPU
+    from milp_parallel.measure.operators import _build, tile_runner
+
+    g = _small()
+    conv = g.layer("conv1")
+    tile = tuple(conv.output_shape)
+    _, leaves, weights = _build(torch, conv, tile, torch.float32, "cpu", (True,))
+    assert [tuple(t.shape) for t in leaves] == [(4, 3, 3, 3), (4,)]     # weights only
+    assert [tuple(t.shape) for t in weights] == [(4, 3, 3, 3), (4,)]
+    _, leaves, _ = _build(torch, conv, tile, torch.float32, "cpu")
+    assert [tuple(t.shape) for t in leaves][0] == (4, 3, 8, 8)         # the input too
+    # nothing to differentiate (an op with no weights on the data): the forward alone
+    relu = LayerGraph("r")
+    relu.input("x", (2, 3))
+    relu.elementwise("relu", "x")
+    run = tile_runner(torch, relu.layer("relu"), (2, 3), torch.float32, "cpu", (True,))
+    run()
+    # a table timed before graph inputs were told apart still prices them (with the data's
+    # gradient, the entry it has)
+    old = profile_layers(g, [("conv2", tile)], repeats=1, warmup=0, optimizer=None)
+    assert old.lookup(conv, tile, graph_inputs=(True,)) is not None
+    legacy = ProfileTable(tuple(ProfileEntry(e.op, e.signature.replace(',"data":[0]', ""),
+                                             e.tile_shape, e.dtype, e.device, e.seconds)
+                                for e in old.entries))
+    assert legacy.lookup(conv, tile, graph_inputs=(True,)) == legacy.entries[0].seconds
 
 
 def test_the_optimizer_step_of_a_tiles_weights_is_measured_and_priced_for_its_optimizer():
@@ -221,12 +257,12 @@ def test_the_optimizer_step_of_a_tiles_weights_is_measured_and_priced_for_its_op
     step = update_runner(torch, conv, tile, torch.float32, "cpu", "momentum", copies=3)
     params = step.__self__.param_groups[0]["params"]
     assert [tuple(p.shape) for p in params] == [(4, 3, 3, 3), (4,)] * 3
-    measured = table.lookup_update(conv, tile)
+    measured = table.lookup_update(conv, tile, graph_inputs=(True,))
     same = CostModel(topo, profile=table, optimizer_state_factor=1.0)
     other = CostModel(topo, profile=table)                    # Adam's state: not timed
-    assert same.compute_phases(conv, [[1, 1, 1, 1]])[2][0] == measured
-    assert other.compute_phases(conv, [[1, 1, 1, 1]])[2][0] == CostModel(
-        topo).compute_phases(conv, [[1, 1, 1, 1]])[2][0]
+    assert same.compute_phases(conv, [[1, 1, 1, 1]], graph_inputs=(True,))[2][0] == measured
+    assert other.compute_phases(conv, [[1, 1, 1, 1]], graph_inputs=(True,))[2][0] == \
+        CostModel(topo).compute_phases(conv, [[1, 1, 1, 1]], graph_inputs=(True,))[2][0]
     # the format keeps both, and refuses what is not one of them
     again = ProfileTable.from_json(table.to_json())
     assert again == table and again.optimizer == "momentum"
@@ -249,7 +285,8 @@ def test_the_optimizer_step_of_a_tiles_weights_is_measured_and_priced_for_its_op
         table.merge(ProfileTable(optimizer="adam"))
     # no optimizer: no update timed, the estimate prices it
     plain = profile_layers(g, [("conv1", tile)], repeats=1, warmup=0, optimizer=None)
-    assert plain.optimizer is None and plain.lookup_update(conv, tile) is None
+    assert plain.optimizer is None
+    assert plain.lookup_update(conv, tile, graph_inputs=(True,)) is None
 
 
 def test_profile_model_writes_a_table_for_a_zoo_model(tmp_path):

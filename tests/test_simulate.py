@@ -9,7 +9,7 @@ from milp_parallel import clusters
 from milp_parallel.costs import CostModel
 from milp_parallel.costs.build import build
 from milp_parallel.costs.simulator import simulate_assignment
-from milp_parallel.errors import InvalidAssignmentError
+from milp_parallel.errors import InvalidAssignmentError, InvalidTopologyError
 from milp_parallel.graph import LayerGraph
 
 
@@ -49,6 +49,29 @@ def test_one_device_equals_the_separable_model():
         sim = simulate_assignment(b, a)
         assert sim.step_seconds == pytest.approx(b.problem.evaluate(a).cost, rel=1e-12)
         assert sim.n_buckets == 0 and sim.transfer_seconds == 0
+
+
+def test_the_programs_own_time_per_layer_and_per_step_is_priced():
+    # on one device: every layer (not the input) pays the per-layer time, in the objective
+    # and the simulator alike; the step's fixed time is the simulator's alone (it changes no
+    # choice), and the certificate's bound still holds
+    from milp_parallel.plan import certify
+    t = clusters.get("abci", nodes=1, gpus_per_node=1)
+    g = mlp()
+    plain = build(g, t)
+    over = build(g, t, cost_model=CostModel(t, layer_overhead_seconds=3e-5,
+                                            step_overhead_seconds=2e-4))
+    a = [0] * plain.problem.n_nodes
+    layers = sum(1 for lay in g.layers if lay.op != "input")
+    assert over.problem.evaluate(a).cost == pytest.approx(
+        plain.problem.evaluate(a).cost + layers * 3e-5, rel=1e-12)
+    assert simulate_assignment(over, a).step_seconds == pytest.approx(
+        simulate_assignment(plain, a).step_seconds + layers * 3e-5 + 2e-4, rel=1e-12)
+    bound = certify.lower_bound_problem(over, None, 1.0).evaluate(a).cost
+    assert bound == pytest.approx(simulate_assignment(over, a).step_seconds, rel=1e-12)
+    for bad in (-1e-6, float("nan"), True, "1e-5"):
+        with pytest.raises(InvalidTopologyError, match="overhead_seconds"):
+            CostModel(t, step_overhead_seconds=bad)
 
 
 def test_data_parallel_without_overlap_equals_the_separable_model():

@@ -66,6 +66,10 @@ Times are seconds per training step (forward + backward); memory is bytes per de
   flows into the data, so its ``t_x`` is the forward alone.
   0 when the layouts match. :meth:`CostModel.transfer_table` is the same table as cached
   (read-only, no copy).
+- **The program's own time** (``layer_overhead_seconds``, ``step_overhead_seconds``, 0 by
+  default): what the program running the plan adds per layer and per step beyond the
+  operators the profile or the roofline prices, measured on a chain of tiny layers run by
+  that program (:mod:`milp_parallel.runtime.overhead`).
 - :meth:`CostModel.memory_bytes`: per device, ``(2 + optimizer_state_factor)`` x the weight
   shard it holds (weights, gradients, optimizer state; the default 2 is Adam's two moments, 0
   gives ParaDL's accounting) plus what the layer's backward keeps on its tile, per op
@@ -89,6 +93,7 @@ while small) over all ``(K_u, K_v, devices)`` at once, in cache-sized blocks; id
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 from typing import Any
 
@@ -198,7 +203,9 @@ class CostModel:
         Has ``lookup(layer, tile_shape) -> seconds or None`` (a forward+backward time);
         optionally ``lookup_update`` (the same for the optimizer step of the tile's weight
         shard) and ``optimizer_state_factor`` (the optimizer it timed), as
-        :class:`~milp_parallel.measure.profile.ProfileTable` has.
+        :class:`~milp_parallel.measure.profile.ProfileTable` has. A ``lookup`` that takes
+        ``graph_inputs`` is told which inputs of a layer are graph inputs (a training step
+        computes no gradient of the data).
     compute_model : {"roofline", "flops"}, default "roofline"
         See the module docstring.
     roofline : RooflineParams, optional
@@ -228,6 +235,18 @@ class CostModel:
         the whole batch's, as the module computes them (two all-reduces of ``2 C_tile``
         fp32 per step, :meth:`stats_seconds`; the layer-wise runtime runs such a plan, and
         refuses a ``"local"`` one whose batch-norm is split so in training).
+    layer_overhead_seconds : float, default 0.0
+        What the program that runs the plan adds to every layer of a step beyond the
+        layer's own operators (an interpreter's dispatch: the layer-wise runtime's Python
+        per layer), half to its forward and half to its backward, on every configuration
+        (0: a program whose overhead hides behind the device, as a GPU's asynchronous
+        launches do). Measured, not assumed: :func:`milp_parallel.runtime.overhead.
+        measure_program_overhead`.
+    step_overhead_seconds : float, default 0.0
+        The program's fixed time per training step (the loss, the autograd engine's start,
+        ``zero_grad`` and the optimizer step's fixed part), the same for every plan: the
+        step simulator adds it once per step; the separable objective leaves it out (it
+        changes no choice). Measured with ``layer_overhead_seconds``.
 
     Raises
     ------
@@ -260,7 +279,8 @@ class CostModel:
                  collective: str = "auto",
                  gradient_bucket_bytes: float | None = DDP_BUCKET_BYTES,
                  sync_overlap: float = 1.0, bucket_copies: int = 0,
-                 batchnorm_stats: str = "local") -> None:
+                 batchnorm_stats: str = "local", layer_overhead_seconds: float = 0.0,
+                 step_overhead_seconds: float = 0.0) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTopologyError(f"CostModel needs a Topology, got {topology!r}")
         if compute_model not in COMPUTE_MODELS:
@@ -307,7 +327,11 @@ class CostModel:
                         ("optimizer_state_factor", optimizer_state_factor),
                         ("backward_factor", backward_factor),
                         ("backward_factor_no_params", backward_factor_no_params),
-                        ("backward_transfer_factor", backward_transfer_factor)):
+                        ("backward_transfer_factor", backward_transfer_factor),
+                        ("layer_overhead_seconds", layer_overhead_seconds),
+                        ("step_overhead_seconds", step_overhead_seconds)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)):
+                raise InvalidTopologyError(f"CostModel: {what} must be a number, got {v!r}")
             if not np.isfinite(v) or v < 0 or (what == "bytes_per_element" and v <= 0):
                 raise InvalidTopologyError(f"CostModel: {what} must be a non-negative number "
                                            f"(bytes_per_element positive), got {v!r}")
@@ -321,6 +345,8 @@ class CostModel:
         self.backward_factor_no_params = float(backward_factor_no_params)
         self.backward_transfer_factor = float(backward_transfer_factor)
         self.profile = profile
+        self._profile_knows_inputs = profile is not None and "graph_inputs" in \
+            inspect.signature(profile.lookup).parameters
         self.compute_model = compute_model
         self.roofline = roofline or RooflineParams()
         self.dtype = dtype
@@ -331,6 +357,8 @@ class CostModel:
         self.sync_overlap = float(sync_overlap)
         self.bucket_copies = int(bucket_copies)
         self.batchnorm_stats = batchnorm_stats
+        self.layer_overhead_seconds = float(layer_overhead_seconds)
+        self.step_overhead_seconds = float(step_overhead_seconds)
         #: ``{"hits": int, "fallbacks": int}``: profile lookups answered / estimated.
         self.profile_stats = {"hits": 0, "fallbacks": 0}
         #: What :meth:`check_profile` found (a ``ProfileCoverage``), or None.
@@ -460,9 +488,13 @@ class CostModel:
             updates = (getattr(self.profile, "lookup_update", None) if layer.params > 0
                        and getattr(self.profile, "optimizer_state_factor", None)
                        == self.optimizer_state_factor else None)
+            # a table that tells graph inputs apart: the tile timed without the data's
+            # gradient, as the step runs it
+            data = ({"graph_inputs": tuple(graph_inputs)} if graph_inputs and any(graph_inputs)
+                    and self._profile_knows_inputs else {})
             for k in range(len(c)):
                 tile = tuple(int(x) for x in ext[k])
-                t = self.profile.lookup(layer, tile)
+                t = self.profile.lookup(layer, tile, **data)
                 if count:
                     self.profile_stats["fallbacks" if t is None else "hits"] += 1
                     self._profile_layers.setdefault(layer.name, [0, 0])[t is None] += 1
@@ -471,12 +503,15 @@ class CostModel:
                 est = fwd[k] + bwd[k]
                 share = fwd[k] / est if est > 0 else 0.5
                 fwd[k], bwd[k] = float(t) * share, float(t) * (1.0 - share)
-                u = updates(layer, tile) if updates is not None else None
+                u = updates(layer, tile, **data) if updates is not None else None
                 if u is not None:
                     upd[k] = float(u)
         if self.batchnorm_stats == "sync" and layer.op == "batchnorm":
             t = self._stats(layer, c)       # one all-reduce forward, one backward
             fwd, bwd = fwd + t, bwd + t
+        if self.layer_overhead_seconds and layer.op != "input":
+            half = 0.5 * self.layer_overhead_seconds
+            fwd, bwd = fwd + half, bwd + half
         return fwd, bwd, upd
 
     def compute_seconds(self, layer, configs, *, graph_inputs: tuple[bool, ...] | None = None

@@ -36,7 +36,8 @@ when its inputs are ready and its stream is free:
   model's ``bucket_copies`` (DDP's default reducer: 2), a gradient is copied into its bucket
   on the compute stream after the layer's backward (the bucket is ready after the copy),
   and the reduced buckets are copied back before the update;
-- *update*: each device runs the optimizer update of its shards after its last all-reduce.
+- *update*: each device runs the optimizer update of its shards after its last all-reduce,
+  then the program's fixed time per step (the cost model's ``step_overhead_seconds``).
 
 The step time is when the last device finishes. One device and nothing to overlap gives the
 separable model's time exactly; a chain whose layouts match and whose all-reduces cannot
@@ -84,7 +85,8 @@ class Task:
         (backward transfer), ``allreduce``, ``allreduce_share`` (the part of an overlapped
         all-reduce that holds the compute stream, ``1 - sync_overlap``) or ``bucket_copy`` (a
         gradient into its bucket, or the reduced buckets back: the cost model's
-        ``bucket_copies``).
+        ``bucket_copies``) or ``overhead`` (the program's fixed time per step, the cost
+        model's ``step_overhead_seconds``).
     name : str
         The layer (or, for an all-reduce, the bucket's layers joined by ``+``).
     device : int
@@ -402,6 +404,9 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
     if used.any():
         run("update", "optimizer", dev[used], np.maximum(ar_done, comp_free)[used],
             upd[used], comp_free, "compute")
+    if cm.step_overhead_seconds > 0:       # the program's fixed time per step, every device
+        run("overhead", "step", dev, np.maximum(ar_done, comp_free), cm.step_overhead_seconds,
+            comp_free, "compute")
     step = float(max(comp_free.max(), comm_free.max()))
     return SimulationResult(
         step_seconds=step, forward_seconds=forward_end, backward_seconds=backward_end,

@@ -52,9 +52,11 @@ def input_tiles(layer: Any, tile_shape: Sequence[int]) -> tuple[tuple[int, ...],
     return tuple(shapes)
 
 
-def _build(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str):
+def _build(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str,
+           graph_inputs: Sequence[bool] | None = None):
     """``(fn, leaves, weights)`` of the layer's op on one tile (``fn()`` runs the forward;
-    ``leaves``: the tensors it differentiates, inputs then weights), or None."""
+    ``leaves``: the tensors it differentiates, inputs then weights; an input that is a
+    graph input, per ``graph_inputs``, is data: no gradient), or None."""
     F = torch.nn.functional
     op, a = layer.op, layer.attrs
     ins = input_tiles(layer, tile)
@@ -65,8 +67,9 @@ def _build(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: st
                                                                        dtype=dtype)
         return t.requires_grad_(grad)
 
-    xs = [tensor(s) for s in ins]
-    leaves = list(xs)
+    data = tuple(graph_inputs or ())
+    xs = [tensor(s, grad=not (i < len(data) and data[i])) for i, s in enumerate(ins)]
+    leaves = [x for x in xs if x.requires_grad]
     nsp = len(tile) - 2
 
     if op == "conv":
@@ -150,24 +153,31 @@ def _build(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: st
     elif op == "embedding":
         ids = torch.randint(0, a["vocab"], ins[0], generator=gen).to(device)
         w = tensor((a["vocab"], tile[-1]))
-        xs, leaves = [], [w]
+        leaves = [w]
         fn = lambda: F.embedding(ids, w)  # noqa: E731
     elif op == "matmul":
         fn = lambda: torch.matmul(xs[0], xs[1])  # noqa: E731
     else:
         return None
 
-    return fn, leaves, leaves[len(xs):]
+    return fn, leaves, [t for t in leaves if not any(t is x for x in xs)]
 
 
-def tile_runner(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str
-                ) -> Callable[[], None] | None:
-    """A closure running forward + backward (``autograd.grad`` of every input and weight)
-    of the layer's op on one tile, or None when the op has no torch operator."""
-    built = _build(torch, layer, tile, dtype, device)
+def tile_runner(torch: Any, layer: Any, tile: tuple[int, ...], dtype: Any, device: str,
+                graph_inputs: Sequence[bool] | None = None) -> Callable[[], None] | None:
+    """A closure running forward + backward (``autograd.grad`` of every input and weight,
+    none of an input that ``graph_inputs`` marks as data) of the layer's op on one tile, or
+    None when the op has no torch operator. With nothing to differentiate, the forward
+    alone (as a training step runs it)."""
+    built = _build(torch, layer, tile, dtype, device, graph_inputs)
     if built is None:
         return None
     fn, leaves, _ = built
+    if not leaves:
+        def forward() -> None:
+            with torch.no_grad():
+                fn()
+        return forward
     y0 = fn()
     gen = torch.Generator(device="cpu").manual_seed(1)
     grad = torch.randn(tuple(y0.shape), generator=gen).to(device=device, dtype=y0.dtype)

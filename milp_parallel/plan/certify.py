@@ -12,7 +12,8 @@ assignment ``a``
 - its compute stream runs, for every layer, the forward, the backward (not for graph inputs)
   and, at the end, the update of the layer's tile, whose durations ``f_v(a_v), b_v(a_v),
   u_v(a_v)`` depend on the layer's own configuration only:
-  ``C(a) = sum_v f_v + b_v + u_v``;
+  ``C(a) = sum_v f_v + b_v + u_v`` (plus the program's fixed time per step, the cost
+  model's ``step_overhead_seconds``, a constant);
 - its communication stream receives, per graph edge ``(u, w)``, the remote part of the input
   region of tile 0 of ``w`` (forward) and, when ``u`` is not a graph input, the gradients of
   what the tiles of ``w`` read from tile 0 of ``u`` (backward): durations that depend on
@@ -227,8 +228,12 @@ def lower_bound_problem(built, target: Problem | None = None, lam: float = 1.0,
     parts = _parts(built) if parts is None else parts
     lam = float(lam)
     costs = []
+    # the program's fixed time per step runs on device 0's compute stream too: a constant,
+    # carried by the first node
+    fixed = lam * float(getattr(built.cost_model, "step_overhead_seconds", 0.0))
     for v, tc in enumerate(target.node_costs):
-        c = lam * parts.compute[v] + (1.0 - lam) * parts.allreduce[v]
+        c = lam * parts.compute[v] + (1.0 - lam) * parts.allreduce[v] + (fixed if v == 0
+                                                                          else 0.0)
         costs.append(np.where(np.isfinite(np.asarray(tc, float)), c, math.inf))
     edges = [(1.0 - lam) * t for t in parts.transfer]
     return Problem(costs, target.edges, edges, memory=target.memory,
