@@ -9,7 +9,8 @@ The prediction does not look at those timings: it comes from a calibration of th
 timings, each kind fitted to its own alpha-beta pair, the device's speeds, how much an
 all-reduce overlaps compute, and the per-op profile of each model's data-parallel tiles
 timed by 2 processes at once, as the job runs them, with what each layer's weights add to
-the optimizer's step), a ``CostModel`` on that topology (with
+the optimizer's step; DDP's own time per layer and per step, measured on two chains of tiny
+layers, ``milp_parallel.runtime.overhead``), a ``CostModel`` on that topology (with
 DDP's default reducer, which copies each gradient into its bucket and back), and the
 data-parallel assignment of each model's problem: ``predicted_s`` is the separable objective,
 ``simulated_s`` the step simulator's time
@@ -55,6 +56,7 @@ from milp_parallel.costs.build import build
 from milp_parallel.costs.simulator import simulate_assignment
 from milp_parallel.machine.topology import Topology
 from milp_parallel.measure.calibrate import calibrate, load_report, profile_concurrently
+from milp_parallel.runtime.overhead import measure_program_overhead
 
 WORLD = 2
 
@@ -183,8 +185,8 @@ def measure_ddp(name: str, steps: int, warmup: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- predicting
-def predict(name: str, topo: Topology, *, repeats: int, overlap: float
-            ) -> tuple[float, float]:
+def predict(name: str, topo: Topology, *, repeats: int, overlap: float,
+            overhead: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
     """``(predicted_s, simulated_s)`` of data parallelism on the calibrated topology."""
     g = graph_of(name)
     # the tiles of the data-parallel assignment: every layer split by samples on WORLD
@@ -200,8 +202,10 @@ def predict(name: str, topo: Topology, *, repeats: int, overlap: float
     # SGD with momentum; the overlap the calibration measured (the simulator shares the
     # cores between an overlapped all-reduce and compute at that rate); DDP's default
     # reducer, which copies each gradient into its bucket and back
+    # DDP's own time per layer and per step, measured on chains of tiny layers
     cm = CostModel(topo, profile=table, optimizer_state_factor=1.0, sync_overlap=overlap,
-                   bucket_copies=2)
+                   bucket_copies=2, layer_overhead_seconds=overhead[0],
+                   step_overhead_seconds=overhead[1])
     built = build(g, topo, cost_model=cm, memory_limit=None)
     p = built.problem
     a = [p.config_labels[v].index(f"n={WORLD}") if f"n={WORLD}" in p.config_labels[v] else 0
@@ -238,12 +242,17 @@ def main() -> None:
               f"{topo.device.kernel_launch_s * 1e6:.1f} us per op; all-reduce overlap "
               f"efficiency {report['overlap_efficiency']:.2f}")
     overlap = float(report["overlap_efficiency"])
+    over = measure_program_overhead(topo, program="ddp", world_size=WORLD, optimizer="momentum",
+                                    cost_options={"bucket_copies": 2, "sync_overlap": overlap})
+    print(f"DDP's own time: {over.layer_seconds * 1e6:.1f} us per layer, "
+          f"{over.step_seconds * 1e6:.1f} us per step")
     rows = []
     for name in args.models.split(","):
         got = []
         for _ in range(max(1, args.rounds)):
             # back to back, so that both see the same load on a shared machine
-            pred, sim = predict(name, topo, repeats=args.repeats, overlap=overlap)
+            pred, sim = predict(name, topo, repeats=args.repeats, overlap=overlap,
+                                overhead=(over.layer_seconds, over.step_seconds))
             t = measure_ddp(name, args.steps, args.warmup)
             med = float(np.median(t))
             q1, q3 = np.percentile(t, [25, 75])

@@ -77,7 +77,7 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
     assert rep["world_size"] == 2 and len(rep["measurements"]) == 4 * 6
     assert 0.0 <= rep["overlap_efficiency"] <= 1.0
     # the link is the point-to-point fit, the collectives keep their own
-    assert rep["statistic"] == "median"
+    assert rep["statistic"] == "median" and rep["timing"] == "loop"
     fits = rep["fits_by_kind"]
     lv = topo.levels[0]
     # (three repetitions on a busy machine may leave a kind with no fit: then the link is
@@ -98,3 +98,22 @@ def test_calibrate_end_to_end_on_cpu(tmp_path, capsys):
                     profile=str(prof))
     assert plan.devices == 2 and plan.simulated_step_seconds > 0
     assert main(["calibrate", "--out", str(out), "--max-bytes", "8KiB"]) == 2
+
+
+@pytest.mark.parametrize("timing", ["loop", "aligned"])
+def test_collectives_are_timed_in_a_loop_of_compute_or_aligned(timing):
+    # "loop": what each collective adds to rounds of compute issued back to back, as a
+    # program issues it; "aligned": each after a barrier
+    pytest.importorskip("torch")
+    from milp_parallel.measure.calibrate import measure_collectives
+    ms = measure_collectives(2, (4096, 65536), repeats=3, warmup=1, timing=timing)
+    assert sorted({m.kind for m in ms}) == ["allgather", "allreduce", "alltoall", "p2p"]
+    assert len(ms) == 8 and all(m.seconds > 0 and m.world_size == 2 for m in ms)
+
+
+def test_an_unknown_timing_is_refused():
+    pytest.importorskip("torch")
+    from milp_parallel.errors import InvalidTopologyError
+    from milp_parallel.measure.calibrate import measure_collectives
+    with pytest.raises(InvalidTopologyError, match="timing"):
+        measure_collectives(2, (4096, 65536), timing="barrier")
