@@ -188,6 +188,20 @@ def test_audit_prints_and_round_trips(audited, tmp_path):
     assert PlanAudit.load(path) == audit
 
 
+def test_a_saved_plan_runs_as_it_was_priced(tmp_path):
+    # the plan file records the cost model's batch statistics and buckets: read back, with
+    # no cost model, its batch-norms still sum their statistics and its buckets are the same
+    plan, module, x = _case(2, {"conv1": "n=2", "conv2": "n=2"}, BNResNetlet, "sync")
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    loaded = mp.Plan.load(path)
+    assert loaded.inputs is None and loaded.runtime_options["batchnorm_stats"] == "sync"
+    audit = verify_plan(loaded, module, x, world_size=2)
+    assert audit.max_rel_error <= 1e-4, audit.errors
+    assert {r.layer for r in audit.collectives if r.kind == "stats"} == {"bn1", "bn2"}
+    assert all(r.rel_error <= 0.05 for r in audit.collectives)
+
+
 def test_world_size_other_than_the_plan_is_refused():
     plan, module, x = _case(4, {"conv1": "n=4"})
     with pytest.raises(PlanMismatchError, match="world_size=2"):

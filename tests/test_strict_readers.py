@@ -759,3 +759,47 @@ def test_good_paradl_files_load(path):
 def test_good_json_files_of_the_repo_parse():
     for path in [*ROOT.glob("data/*.json"), *ROOT.glob("data/*.json.gz")]:
         assert read_json(path) is not None
+
+
+# ----------------------------------------------------------------------------- plans
+@pytest.fixture(scope="module")
+def lenet_plan():
+    import milp_parallel as mp
+    return mp.solve("lenet5", "pcie_box", devices=2, solver="dp", cross_check=False,
+                    simulate=False)
+
+
+def test_a_plan_records_how_its_program_must_run(lenet_plan):
+    from milp_parallel.costs import DDP_BUCKET_BYTES
+    from milp_parallel.plan import Plan
+    assert lenet_plan.runtime_options == {"gradient_bucket_bytes": float(DDP_BUCKET_BYTES),
+                                          "bucket_copies": 0, "batchnorm_stats": "local"}
+    assert Plan.from_json(lenet_plan.to_json()).runtime_options == lenet_plan.runtime_options
+    # a plan saved before the field existed reads as one with none recorded
+    doc = lenet_plan.to_dict()
+    del doc["runtime_options"]
+    assert Plan.from_dict(doc).runtime_options == {}
+    doc["runtime_options"] = {"gradient_bucket_bytes": None}      # one all-reduce per layer
+    assert Plan.from_dict(doc).runtime_options == {"gradient_bucket_bytes": None}
+
+
+@pytest.mark.parametrize("key, value, fragments", [
+    ("batchnorm_stat", "sync", ("runtime_options", "did you mean 'batchnorm_stats'")),
+    ("batchnorm_stats", "global", ("runtime_options.batchnorm_stats", "local, sync")),
+    ("batchnorm_stats", 1, ("runtime_options.batchnorm_stats", "must be a string")),
+    ("bucket_copies", 1.5, ("runtime_options.bucket_copies", "must be an integer")),
+    ("bucket_copies", -1, ("runtime_options.bucket_copies", ">= 0")),
+    ("gradient_bucket_bytes", 0, ("runtime_options.gradient_bucket_bytes", "> 0")),
+    ("gradient_bucket_bytes", "big", ("runtime_options.gradient_bucket_bytes",
+                                      "must be a number")),
+])
+def test_plan_runtime_options_typos_and_wrong_values(tmp_path, lenet_plan, key, value,
+                                                     fragments):
+    from milp_parallel.plan import Plan
+    doc = lenet_plan.to_dict()
+    doc["runtime_options"] = {**doc["runtime_options"], key: value}
+    if key == "batchnorm_stat":
+        del doc["runtime_options"]["batchnorm_stats"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    refused(FormatError, lambda: Plan.load(path), str(path), *fragments)

@@ -413,6 +413,7 @@ def solve(model, cluster, *, batch_size: int | None = None,
         budget_effect=_budget_effect(target, ev, budget, step),
         dtype=_priced_dtype(b.cost_model, topo), batch_origin=built.batch_origin,
         profile_coverage=_coverage(b.cost_model), simulator_certificate=certificate,
+        runtime_options=_runtime_options(b.cost_model),
         inputs=dataclasses.replace(inputs, fixed=dict(constraints.get("fixed", {})),
                                    forbid=dict(constraints.get("forbid", {}))))
     return plan
@@ -421,6 +422,15 @@ def solve(model, cluster, *, batch_size: int | None = None,
 def _priced_dtype(cost_model, topo) -> str:
     """The dtype the plan's compute is priced in: the cost model's own, else the cluster's."""
     return str(getattr(cost_model, "dtype", None) or getattr(topo, "dtype", "fp32"))
+
+
+def _runtime_options(cost_model) -> dict:
+    """:attr:`Plan.runtime_options`: what the plan's program must do as it was priced."""
+    out = {}
+    for key in ("gradient_bucket_bytes", "bucket_copies", "batchnorm_stats"):
+        if hasattr(cost_model, key):
+            out[key] = getattr(cost_model, key)
+    return out
 
 
 def _coverage(cost_model) -> dict:

@@ -5,8 +5,9 @@ step; the baselines; the cross-check), its text table and its JSON, and the
 A :class:`Plan` is a frozen value: ``str(plan)`` is a readable table, ``plan.to_json()`` and
 :meth:`Plan.from_json` round-trip it exactly.
 
-May import: ``io``, ``validation``, ``errors``, ``plan.crosscheck`` (the values it holds);
-:meth:`Plan.explain` reaches :mod:`.planner` lazily.
+May import: ``io``, ``validation``, ``errors``, ``plan.crosscheck`` (the values it holds),
+``solvers.result`` (the status names), ``costs.model`` (the batch-statistics modes a saved
+plan may record); :meth:`Plan.explain` reaches :mod:`.planner` lazily.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..costs.model import BATCHNORM_STATS
 from ..errors import FormatError
 from ..io import Fields, decode, dumps, encode, loads, read_document, read_json, write_json
 from ..solvers.result import OPTIMAL
@@ -192,6 +194,12 @@ class Plan:
         ``{"table", "matched", "partial", "unmatched"}`` (layer names; ``partial`` and
         ``unmatched`` ones are priced, in part or whole, by the FLOP estimate). Empty
         without a profile.
+    runtime_options : dict
+        What the program running the plan must do as the plan was priced (the cost model's
+        ``gradient_bucket_bytes``, None for one all-reduce per layer; ``bucket_copies``;
+        ``batchnorm_stats``), so that a saved plan runs as priced
+        (:mod:`milp_parallel.runtime`). Empty for a plan saved before it was recorded (the
+        runtime then takes the cost model's defaults).
     inputs : object
         The arguments of the :func:`solve` call that made the plan, for :meth:`explain`
         (not saved; ``None`` for a loaded plan).
@@ -229,6 +237,7 @@ class Plan:
     batch_origin: str = ""
     profile_coverage: Mapping[str, Any] = field(default_factory=dict)
     simulator_certificate: Any = None
+    runtime_options: Mapping[str, Any] = field(default_factory=dict)
     inputs: Any = field(default=None, compare=False, repr=False)
 
     # -------------------------------------------------------------- queries
@@ -370,6 +379,8 @@ class Plan:
         for k, b in f.mapping(data["baselines"], "baselines").items():
             f.keys(b, _BASELINE_KEYS, f"baselines.{k}", required=_BASELINE_REQUIRED)
         f.keys(data["cross_check"], _CROSS_CHECK_KEYS, "cross_check")
+        if "runtime_options" in data:
+            _check_runtime_options(f, data["runtime_options"])
         try:
             kw = {g.name: _dec(data[g.name]) for g in fields(cls) if g.name in data}
             kw["layers"] = tuple(
@@ -436,6 +447,24 @@ _PLAN_REQUIRED = frozenset(f.name for f in fields(Plan)
                            if f.default is dataclasses.MISSING
                            and f.default_factory is dataclasses.MISSING)
 _LAYER_KEYS = frozenset(f.name for f in fields(LayerChoice))
+#: The keys of :attr:`Plan.runtime_options`.
+RUNTIME_OPTION_KEYS = frozenset({"gradient_bucket_bytes", "bucket_copies", "batchnorm_stats"})
+
+
+def _check_runtime_options(f: Fields, opts: Any) -> None:
+    """Refuse runtime options a program could not follow (the field named)."""
+    f.keys(opts, RUNTIME_OPTION_KEYS, "runtime_options")
+    w = "runtime_options."
+    if opts.get("gradient_bucket_bytes") is not None:
+        f.number(opts["gradient_bucket_bytes"], w + "gradient_bucket_bytes", finite=True,
+                 positive=True)
+    if "bucket_copies" in opts:
+        f.integer(opts["bucket_copies"], w + "bucket_copies", minimum=0)
+    if "batchnorm_stats" in opts:
+        v = f.string(opts["batchnorm_stats"], w + "batchnorm_stats")
+        if v not in BATCHNORM_STATS:
+            raise f.error(w + "batchnorm_stats", f"must be one of {', '.join(BATCHNORM_STATS)}"
+                          f", got {v!r}")
 _BASELINE_KEYS = frozenset(f.name for f in fields(Baseline))
 _BASELINE_REQUIRED = frozenset(f.name for f in fields(Baseline)
                                if f.default is dataclasses.MISSING)

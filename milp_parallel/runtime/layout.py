@@ -207,11 +207,20 @@ def sync_buckets(graph, configs: Mapping[str, np.ndarray], bucket_bytes: float |
 def plan_sync_buckets(plan, graph, configs: Mapping[str, np.ndarray]
                       ) -> tuple[SyncBucket, ...]:
     """:func:`sync_buckets` of a plan: the bucket size of the cost model it was solved with
-    (``plan.inputs.cost_model``), else the cost model's default
-    (:data:`~milp_parallel.costs.DDP_BUCKET_BYTES`), and the plan's dtype."""
-    given = getattr(getattr(plan, "inputs", None), "cost_model", None)
-    size = given.gradient_bucket_bytes if given is not None else float(DDP_BUCKET_BYTES)
+    (``plan.inputs.cost_model``, or the plan's recorded ``runtime_options``), else the cost
+    model's default (:data:`~milp_parallel.costs.DDP_BUCKET_BYTES`), and the plan's dtype."""
+    size = _priced(plan, "gradient_bucket_bytes", float(DDP_BUCKET_BYTES))
     return sync_buckets(graph, configs, size, _bytes_per_element(plan))
+
+
+def _priced(plan, name: str, default):
+    """The cost model's ``name`` the plan was priced with: the solve's own cost model
+    (``plan.inputs.cost_model``), else what the plan recorded (``plan.runtime_options``,
+    a saved plan), else ``default``."""
+    given = getattr(getattr(plan, "inputs", None), "cost_model", None)
+    if given is not None and hasattr(given, name):
+        return getattr(given, name)
+    return dict(getattr(plan, "runtime_options", None) or {}).get(name, default)
 
 
 def stats_groups(layer, degrees: np.ndarray) -> tuple[tuple[int, ...], ...]:
@@ -226,10 +235,9 @@ def stats_groups(layer, degrees: np.ndarray) -> tuple[tuple[int, ...], ...]:
 
 
 def plan_batchnorm_stats(plan) -> str:
-    """The ``batchnorm_stats`` of the cost model the plan was solved with
-    (``plan.inputs.cost_model``), else the cost model's default, ``"local"``."""
-    given = getattr(getattr(plan, "inputs", None), "cost_model", None)
-    return getattr(given, "batchnorm_stats", "local")
+    """The ``batchnorm_stats`` of the cost model the plan was solved with (the solve's, or
+    the one the plan recorded), else the cost model's default, ``"local"``."""
+    return _priced(plan, "batchnorm_stats", "local")
 
 
 def _bytes_per_element(plan) -> int:
