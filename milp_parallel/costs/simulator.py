@@ -65,6 +65,7 @@ import numpy as np
 
 from ..errors import InvalidAssignmentError
 from ..machine.collectives import cost_table
+from .buckets import sync_buckets
 from .configs import tile_boxes
 
 __all__ = ["SimulationResult", "Task", "simulate_assignment"]
@@ -156,6 +157,7 @@ class _Layer:
     grad_bytes: float         # bytes of the shard each replica all-reduces
     groups: np.ndarray | None  # (shards, replicas) device groups
     is_input: bool
+    row: np.ndarray           # the layer's degrees, aligned with its dims
 
 
 def _pair_volumes(producer: _Layer, consumer: _Layer, layer, index: int) -> np.ndarray:
@@ -265,7 +267,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
             shards = int(np.prod([k for k, s in zip(row, split) if s]) or 1)
             gbytes = float(lay.params) * cm.bytes_per_element / shards
         layers[lay.name] = _Layer(lay.name, v, t, lo[0, :t], hi[0, :t], f, b, u, gbytes,
-                                  groups, lay.op == "input")
+                                  groups, lay.op == "input", row)
 
     tasks: list[Task] = []
     comp_free = np.zeros(n)
@@ -326,26 +328,31 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
     for u, w, i in graph.edges:
         consumers[u].append((w, i))
     bwd_done: dict[str, np.ndarray] = {}
-    pending: list[dict] = []        # all-reduces to run (bucket records)
-    open_buckets: dict[bytes, dict] = {}
+    # the buckets, by the one rule the layer-wise program runs them by; a full bucket's
+    # all-reduce may start when its last gradient is ready, the partial ones after the
+    # backward pass
+    buckets = sync_buckets(graph, {lay.name: layers[lay.name].row for lay in graph.layers},
+                           bucket_bytes, cm.bytes_per_element)
+    closes = {b.layers[-1]: b for b in buckets if b.full}
+    ready_at: dict[str, float] = {}
+    pending: list[tuple] = []       # full buckets that wait for the backward pass
     n_buckets = 0
     ar_done = np.zeros(n)
     copies_in = (cm.bucket_copies + 1) // 2     # into the bucket, after the backward
     copies_out = cm.bucket_copies - copies_in    # and back, before the update
     copied_out = np.zeros(n)
 
-    def launch(bucket: dict, ready: float) -> None:
+    def launch(bucket, ready: float) -> None:
         nonlocal n_buckets
-        groups = bucket["groups"]
-        size = bucket["bytes"]
+        groups = np.asarray(bucket.groups, dtype=np.int64)
         lat, per_byte = cost_table(topo, groups, "allreduce", _ALGS)
-        per_group = (lat + size * per_byte).min(axis=0)          # the cheapest per group
-        name = "+".join(bucket["names"])
+        per_group = (lat + bucket.shard_bytes * per_byte).min(axis=0)  # cheapest per group
         for g, t in zip(groups, per_group):
-            end = run("allreduce", name, g, ready, float(t), comm_free, "allreduce")
+            end = run("allreduce", bucket.name, g, ready, float(t), comm_free, "allreduce")
             ar_done[g] = np.maximum(ar_done[g], end)
             if share > 0:
-                run("allreduce_share", name, g, ready, share * float(t), comp_free, "share")
+                run("allreduce_share", bucket.name, g, ready, share * float(t), comp_free,
+                    "share")
         n_buckets += 1
 
     for lay in reversed(graph.layers):
@@ -369,26 +376,19 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                 done = run("bucket_copy", lay.name, devs, done, copies_in * once, comp_free,
                            "compute")
                 copied_out[:L.n_dev] += copies_out * once
-            key = L.groups.tobytes() + bytes(str(L.groups.shape), "ascii")
-            b = open_buckets.get(key)
-            if b is None:
-                b = {"groups": L.groups, "bytes": 0.0, "names": [], "ready": 0.0}
-                open_buckets[key] = b
-            b["bytes"] += L.grad_bytes
-            b["names"].append(lay.name)
-            b["ready"] = max(b["ready"], float(done.max()))
-            if bucket_bytes is None or b["bytes"] >= float(bucket_bytes):
-                del open_buckets[key]
-                if overlap:
-                    launch(b, b["ready"])
-                else:
-                    pending.append(b)
+            ready_at[lay.name] = float(done.max())
+        b = closes.get(lay.name)
+        if b is not None:
+            at = max(ready_at[x] for x in b.layers)
+            if overlap:
+                launch(b, at)
+            else:
+                pending.append(b)
     backward_end = max((float(x.max()) for x in bwd_done.values()), default=forward_end)
     if copies_in:                   # the last copies into buckets belong to the backward pass
         backward_end = max(backward_end, float(comp_free.max()))
-    rest = pending + sorted(open_buckets.values(), key=lambda b: b["ready"])
-    for b in rest:
-        launch(b, backward_end if not overlap else b["ready"])
+    for b in pending + [b for b in buckets if not b.full]:
+        launch(b, backward_end if not overlap else max(ready_at[x] for x in b.layers))
 
     # ------------------------------------------------------------ update
     upd = np.zeros(n)

@@ -10,10 +10,9 @@ input that :meth:`~milp_parallel.graph.Layer.input_region` names. From it:
   ``CostModel.transfer_seconds`` integrates over the links; the backward pass sends the
   gradients of the same boxes back (``backward_transfer_factor`` = 1), except from a graph
   input, which has no gradient (see ``docs/runtime.md``).
-- :func:`sync_groups`: the replica groups of a layer's weight shard
-  (:func:`~milp_parallel.costs.replica_groups`) and the shard bytes ``CostModel`` prices
-  their all-reduce with; :func:`sync_buckets`: the gradient buckets those all-reduces run
-  in, filled as the step simulator fills them (one all-reduce per bucket and group).
+- :func:`plan_sync_buckets`: the gradient buckets of the plan
+  (:func:`milp_parallel.costs.buckets.sync_buckets`, the function the step simulator runs
+  them by; one all-reduce per bucket and group).
 - :func:`stats_groups`: the ranks a batch-norm split along samples or space sums its
   statistics over when the plan was priced with ``batchnorm_stats="sync"``
   (:func:`plan_batchnorm_stats`).
@@ -29,6 +28,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..costs.buckets import SyncBucket, sync_buckets, sync_groups
 from ..costs.configs import tile_boxes
 from ..costs.model import DDP_BUCKET_BYTES, STATS_BYTES_PER_ELEMENT, replica_groups
 from ..errors import PlanMismatchError
@@ -122,86 +122,6 @@ def edge_exchange(producer, consumer, input_index: int, cfg_u: np.ndarray, cfg_v
     el = _volume(lo, hi)
     np.fill_diagonal(el, 0)
     return Exchange(producer.name, consumer.name, int(input_index), n_lo, n_hi, h_lo, h_hi, el)
-
-
-def sync_groups(layer, degrees: np.ndarray) -> tuple[tuple[tuple[int, ...], ...], float]:
-    """The groups of ranks that hold the same weight shard of ``layer`` (those with more
-    than one rank) and the shard's elements as the cost model prices them (``params /
-    shards``)."""
-    if layer.params <= 0:
-        return (), 0.0
-    split = [d in layer.weight_split_dims for d in layer.dims]
-    groups = replica_groups(degrees, split)
-    shards = int(np.prod([k for k, s in zip(degrees, split) if s], dtype=np.int64))
-    rows = tuple(tuple(int(x) for x in g) for g in groups if len(g) > 1)
-    return rows, float(layer.params) / shards
-
-
-@dataclass(frozen=True)
-class SyncBucket:
-    """One gradient all-reduce of a layer-wise program, on each of its replica groups.
-
-    Attributes
-    ----------
-    layers : tuple of str
-        The layers whose weight-shard gradients it sums, in the order the backward pass
-        makes them ready (the reverse of the graph's order).
-    groups : tuple of tuple of int
-        The replica groups (every layer of the bucket has these); each group reduces its
-        own shard.
-    shard_bytes : float
-        Bytes each rank of a group all-reduces: the layers' shard bytes summed, as the
-        cost model prices them.
-    """
-
-    layers: tuple[str, ...]
-    groups: tuple[tuple[int, ...], ...]
-    shard_bytes: float
-
-    @property
-    def name(self) -> str:
-        """The bucket's label: its layers joined by ``+`` (as the step simulator's task)."""
-        return "+".join(self.layers)
-
-
-def sync_buckets(graph, configs: Mapping[str, np.ndarray], bucket_bytes: float | None,
-                 bytes_per_element: float) -> tuple[SyncBucket, ...]:
-    """The gradient buckets of a plan, as :func:`milp_parallel.simulate` fills them.
-
-    Walking the layers in backward order, a layer whose weight shard has replicas joins
-    the open bucket of its replica-group structure; a bucket holding ``bucket_bytes`` or
-    more is closed (``None``: every layer is its own bucket). Closed buckets come in the
-    order they closed, then the partial ones, in the order their last layer is ready.
-
-    Parameters
-    ----------
-    graph : Graph
-    configs : mapping
-        Layer name -> its degrees aligned with its dims (:func:`layer_degrees`).
-    bucket_bytes : float or None
-    bytes_per_element : float
-
-    Returns
-    -------
-    tuple of SyncBucket
-    """
-    closed: list[SyncBucket] = []
-    open_: dict[tuple, tuple[list[str], float, int]] = {}
-    order = list(reversed(graph.layers))
-    for i, layer in enumerate(order):
-        groups, shard = sync_groups(layer, configs[layer.name])
-        if not groups or shard <= 0:
-            continue
-        names, size, _ = open_.get(groups, ([], 0.0, 0))
-        names, size = names + [layer.name], size + shard * bytes_per_element
-        if bucket_bytes is None or size >= bucket_bytes:
-            open_.pop(groups, None)
-            closed.append(SyncBucket(tuple(names), groups, size))
-        else:
-            open_[groups] = (names, size, i)
-    rest = sorted(open_.items(), key=lambda kv: kv[1][2])
-    return tuple(closed) + tuple(SyncBucket(tuple(names), groups, size)
-                                 for groups, (names, size, _) in rest)
 
 
 def plan_sync_buckets(plan, graph, configs: Mapping[str, np.ndarray]
