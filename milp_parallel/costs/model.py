@@ -141,6 +141,17 @@ def _digest(*arrays: np.ndarray) -> bytes:
     return h.digest()
 
 
+def _takes(profile: Any, keyword: str) -> bool:
+    """Whether ``profile.lookup`` takes ``keyword`` (False without a profile, or when its
+    signature cannot be read)."""
+    if profile is None:
+        return False
+    try:
+        return keyword in inspect.signature(profile.lookup).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _narrow(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The arrays as int32 when their values fit (fewer bytes to hash), else unchanged."""
     if all(a.size == 0 or (a.min() >= -(1 << 31) and a.max() < 1 << 31) for a in arrays):
@@ -345,8 +356,7 @@ class CostModel:
         self.backward_factor_no_params = float(backward_factor_no_params)
         self.backward_transfer_factor = float(backward_transfer_factor)
         self.profile = profile
-        self._profile_knows_inputs = profile is not None and "graph_inputs" in \
-            inspect.signature(profile.lookup).parameters
+        self._profile_knows_inputs = _takes(profile, "graph_inputs")
         self.compute_model = compute_model
         self.roofline = roofline or RooflineParams()
         self.dtype = dtype
