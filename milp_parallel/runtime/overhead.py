@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidOptionError, require
+from ..errors import InvalidOptionError, PlanMismatchError, require
 
 __all__ = ["ProgramOverhead", "measure_program_overhead", "PROGRAMS"]
 
@@ -85,10 +85,12 @@ def _ddp_worker(rank, world, init, k, x, steps, optimizer, queue):  # pragma: no
         dist.destroy_process_group()
 
 
-def _ddp_step_seconds(world: int, k: int, x, steps: int, optimizer: str) -> float:
+def _ddp_step_seconds(world: int, k: int, x, steps: int, optimizer: str,
+                      timeout_s: float = 600.0) -> float:
     """The median over steps of the slowest rank's DDP step of ``_Chain(k)``."""
     import multiprocessing
     import os
+    import queue as queue_module
     import tempfile
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -99,8 +101,21 @@ def _ddp_step_seconds(world: int, k: int, x, steps: int, optimizer: str) -> floa
                  for r in range(world)]
         for p in procs:
             p.start()
+        got: dict = {}
+        deadline = time.monotonic() + float(timeout_s)
         try:
-            got = dict(queue.get(timeout=600) for _ in procs)
+            while len(got) < world:
+                try:
+                    rank, times = queue.get(timeout=1.0)
+                    got[rank] = times
+                except queue_module.Empty:     # is every process still running?
+                    dead = [p for p in procs if p.exitcode not in (None, 0)]
+                    if dead or time.monotonic() > deadline:
+                        raise PlanMismatchError(
+                            "the DDP chain's processes failed (exit code "
+                            f"{dead[0].exitcode})" if dead else
+                            f"the DDP chain's processes gave no answer in {timeout_s} s"
+                        ) from None
         finally:
             for p in procs:
                 p.join(timeout=30)
@@ -179,6 +194,8 @@ def measure_program_overhead(topology, *, program: str = "layerwise", world_size
     InvalidOptionError
         An unknown program, lengths that are not two increasing positive integers, or a
         non-positive ``steps`` or ``rounds``.
+    PlanMismatchError
+        When the chain's processes fail or give no answer in 10 minutes.
     """
     import milp_parallel as mp
 
