@@ -335,7 +335,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
                            bucket_bytes, cm.bytes_per_element)
     closes = {b.layers[-1]: b for b in buckets if b.full}
     ready_at: dict[str, float] = {}
-    pending: list[tuple] = []       # full buckets that wait for the backward pass
+    pending: list = []              # full buckets (SyncBucket) that wait for the backward
     n_buckets = 0
     ar_done = np.zeros(n)
     copies_in = (cm.bucket_copies + 1) // 2     # into the bucket, after the backward
