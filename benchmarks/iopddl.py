@@ -29,7 +29,13 @@ before the read to the answer, in the child), peak_rss_mib (the child's peak res
 memory, loading included), status, cost, bound, gap, best_contest_cost (the least valid
 entry of any team), winner_cost (team01's), ratio_to_best, ratio_to_winner, uses_sentinel
 (an entry >= 1e18 chosen), sentinel_entries, held (wall_s, the load included, within limit
-+ max(1 s, 5%)), note (model_skipped and errors), machine, date.
++ max(1 s, 5%)), note (model_skipped and errors), copies (how many copies of the same run
+shared the machine: 1 alone; ``--beside N`` runs N more at once, each its own row; empty in
+rows written before the column, which other work may have shared), machine, date.
+
+Under load (issue 25.7: the answer must hold up when the machine is shared)::
+
+    python -m benchmarks.iopddl --resume --solvers auto --threads 2 --beside 1
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ LOAD_ALLOWANCE = 30.0
 FIELDS = ("instance", "nodes", "edges", "solver", "threads", "time_limit_s", "load_s",
           "wall_s", "peak_rss_mib", "status", "cost", "bound", "gap", "best_contest_cost",
           "winner_cost", "ratio_to_best", "ratio_to_winner", "uses_sentinel",
-          "sentinel_entries", "held", "note", "machine", "date")
+          "sentinel_entries", "held", "note", "copies", "machine", "date")
 
 
 def contest_results(folder: Path) -> dict[str, tuple[float, float]]:
@@ -127,20 +133,25 @@ def _ratio(cost: float, ref: float) -> float:
     return cost / ref if math.isfinite(cost) and math.isfinite(ref) and ref > 0 else math.nan
 
 
-def done_keys(csv_path: Path) -> set[tuple[str, str, str, str]]:
-    """(instance, solver, time limit, threads) of the rows already in ``csv_path`` (``auto``
-    with ``--threads 2`` runs the portfolio: another row than ``auto`` with one thread)."""
+def done_keys(csv_path: Path) -> set[tuple[str, str, str, str, str]]:
+    """(instance, solver, time limit, threads, copies) of the rows already in ``csv_path``
+    (``auto`` with ``--threads 2`` runs the portfolio: another row than ``auto`` with one
+    thread; a row without ``copies`` counts as one copy)."""
     if not csv_path.exists():
         return set()
     with open(csv_path, newline="") as f:
         return {(r["instance"], r["solver"], f"{float(r['time_limit_s']):g}",
-                 str(r.get("threads") or 1))
+                 str(r.get("threads") or 1), str(r.get("copies") or 1))
                 for r in csv.DictReader(f) if r.get("time_limit_s")}
 
 
 def run(instances: list[str], solvers: list[str], scale: float, threads: int,
-        csv_path: Path, resume: bool, folder: Path = IOPDDL_DIR) -> list[dict]:
-    """Run every (instance, solver) pair; append each row to ``csv_path`` as it finishes."""
+        csv_path: Path, resume: bool, folder: Path = IOPDDL_DIR, beside: int = 0
+        ) -> list[dict]:
+    """Run every (instance, solver) pair, with ``beside`` more copies of each at the same
+    time; append each row to ``csv_path`` as it finishes."""
+    from concurrent.futures import ThreadPoolExecutor
+    copies = 1 + int(beside)
     contest = contest_results(folder)
     stamp = {"machine": machine(), "date": datetime.date.today().isoformat()}
     skip = done_keys(csv_path) if resume else set()
@@ -167,35 +178,42 @@ def run(instances: list[str], solvers: list[str], scale: float, threads: int,
             limit = round(CONTEST_LIMITS[inst] * scale, 3)
             best, winner = contest.get(inst, (math.nan, math.nan))
             for solver in solvers:
-                if (inst, solver, f"{limit:g}", str(threads)) in skip:
+                if (inst, solver, f"{limit:g}", str(threads), str(copies)) in skip:
                     print(f"{inst:<4} {solver:<6} {limit:>6g}  (in the CSV; skipped)")
                     continue
-                res = run_isolated("benchmarks.iopddl:solve_one", str(path), solver, limit, threads,
-                                   kill_after=3 * limit + LOAD_ALLOWANCE)
-                row = {"instance": inst, "solver": solver, "threads": threads,
-                       "time_limit_s": limit, "best_contest_cost": best,
-                       "winner_cost": winner, **stamp}
-                if res.status == RETURNED:
-                    v = res.value
-                    row.update({k: v[k] for k in ("nodes", "edges", "load_s", "wall_s",
-                                                  "peak_rss_mib",
-                                                  "status", "cost", "bound", "gap",
-                                                  "sentinel_entries", "note")})
-                    row["uses_sentinel"] = v["sentinel_entries"] > 0
-                    row["ratio_to_best"] = _ratio(v["cost"], best)
-                    row["ratio_to_winner"] = _ratio(v["cost"], winner)
-                    row["held"] = v["wall_s"] <= limit + max(1.0, 0.05 * limit)
-                    if math.isfinite(v["cost"]) and not v["feasible"]:
-                        row["note"] = (row["note"] + "; ASSIGNMENT INFEASIBLE").strip("; ")
-                else:
-                    row.update({"status": res.status, "wall_s": res.seconds,
-                                "held": False, "note": res.error.splitlines()[-1][:200]
-                                if res.error else ""})
-                rows.append(row)
-                w.writerow({k: _fmt(row.get(k, "")) for k in FIELDS})
-                f.flush()
-                print(_line(row), flush=True)
+                # every copy its own process, all started together
+                with ThreadPoolExecutor(copies) as pool:
+                    runs = list(pool.map(lambda _: run_isolated(
+                        "benchmarks.iopddl:solve_one", str(path), solver, limit, threads,
+                        kill_after=3 * limit + LOAD_ALLOWANCE), range(copies)))
+                for res in runs:
+                    row = {"instance": inst, "solver": solver, "threads": threads,
+                           "time_limit_s": limit, "best_contest_cost": best,
+                           "winner_cost": winner, "copies": copies, **stamp}
+                    _fill(row, res, limit, best, winner)
+                    rows.append(row)
+                    w.writerow({k: _fmt(row.get(k, "")) for k in FIELDS})
+                    f.flush()
+                    print(_line(row), flush=True)
     return rows
+
+
+def _fill(row: dict, res, limit: float, best: float, winner: float) -> None:
+    """The row's measured columns from one isolated run."""
+    if res.status == RETURNED:
+        v = res.value
+        row.update({k: v[k] for k in ("nodes", "edges", "load_s", "wall_s", "peak_rss_mib",
+                                      "status", "cost", "bound", "gap", "sentinel_entries",
+                                      "note")})
+        row["uses_sentinel"] = v["sentinel_entries"] > 0
+        row["ratio_to_best"] = _ratio(v["cost"], best)
+        row["ratio_to_winner"] = _ratio(v["cost"], winner)
+        row["held"] = v["wall_s"] <= limit + max(1.0, 0.05 * limit)
+        if math.isfinite(v["cost"]) and not v["feasible"]:
+            row["note"] = (row["note"] + "; ASSIGNMENT INFEASIBLE").strip("; ")
+    else:
+        row.update({"status": res.status, "wall_s": res.seconds, "held": False,
+                    "note": res.error.splitlines()[-1][:200] if res.error else ""})
 
 
 def _fmt(x):
@@ -231,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="append to the CSV, skipping (instance, solver, limit, threads) rows "
                          "in it (without it the CSV is rewritten)")
     ap.add_argument("--folder", type=Path, default=IOPDDL_DIR)
+    ap.add_argument("--beside", type=int, default=0,
+                    help="run this many more copies of each run at the same time, each its "
+                         "own row (robustness under load; default 0: alone)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if not args.folder.is_dir():
@@ -238,11 +259,11 @@ def main(argv: list[str] | None = None) -> int:
               "to run")
         return 0
     unknown = [i for i in args.instances if i not in CONTEST_LIMITS]
-    if unknown or not args.scale > 0 or args.threads < 1:
+    if unknown or not args.scale > 0 or args.threads < 1 or args.beside < 0:
         ap.error(f"instances must be among {sorted(CONTEST_LIMITS)} (got {unknown}), "
-                 "--scale > 0, --threads >= 1")
+                 "--scale > 0, --threads >= 1, --beside >= 0")
     run(args.instances, args.solvers, args.scale, args.threads, args.csv, args.resume,
-        args.folder)
+        args.folder, args.beside)
     return 0
 
 

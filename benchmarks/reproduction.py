@@ -964,7 +964,7 @@ _CSV_COLUMNS = {
                           "objective", "bound", "gap", "wall_s", "proof"),
     "iopddl.csv": ("instance", "solver", "time_limit_s", "load_s", "wall_s", "peak_rss_mib",
                    "status", "cost", "bound", "gap", "best_contest_cost", "ratio_to_best",
-                   "uses_sentinel", "held"),
+                   "uses_sentinel", "held", "copies"),
     "time_limits.csv": ("case", "solver", "limit", "status", "seconds", "overrun", "held"),
     "ddp_cpu.csv": ("model", "measured_s", "predicted_s", "simulated_s", "spread"),
     "executed_plans.csv": ("model", "world", "plan", "measured_s", "predicted_s",
