@@ -32,9 +32,6 @@ def test_the_layerwise_programs_own_time_is_measured_on_two_chains():
     ov = measure_program_overhead(topo, world_size=2, lengths=(1, 3), steps=30, repeats=3,
                                   rounds=1)
     _check(ov, "layerwise", (1, 3))
-    # a step of the program takes longer than its operators: Python runs every layer
-    # (0.4 ms measured against 0.1 ms priced for one block on a 2-core CPU)
-    assert ov.measured_seconds[0] > ov.simulated_seconds[0]
 
 
 def test_ddps_own_time_is_measured_on_the_same_chains_data_parallel():

@@ -18,7 +18,15 @@ import numpy as np
 
 from .model import replica_groups
 
-__all__ = ["SyncBucket", "sync_groups", "sync_buckets"]
+__all__ = ["SyncBucket", "shard_groups", "sync_groups", "sync_buckets"]
+
+
+def shard_groups(layer, degrees: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """The groups of ranks that hold the same slice of ``layer``'s weight-split dims (those
+    with more than one rank): a weight shard's replicas, a batch-norm's channel slice."""
+    split = [d in layer.weight_split_dims for d in layer.dims]
+    return tuple(tuple(int(x) for x in g) for g in replica_groups(degrees, split)
+                 if len(g) > 1)
 
 
 def sync_groups(layer, degrees: np.ndarray) -> tuple[tuple[tuple[int, ...], ...], float]:
@@ -27,11 +35,9 @@ def sync_groups(layer, degrees: np.ndarray) -> tuple[tuple[tuple[int, ...], ...]
     shards``)."""
     if layer.params <= 0:
         return (), 0.0
-    split = [d in layer.weight_split_dims for d in layer.dims]
-    groups = replica_groups(degrees, split)
-    shards = int(np.prod([k for k, s in zip(degrees, split) if s], dtype=np.int64))
-    rows = tuple(tuple(int(x) for x in g) for g in groups if len(g) > 1)
-    return rows, float(layer.params) / shards
+    shards = int(np.prod([k for k, d in zip(degrees, layer.dims)
+                          if d in layer.weight_split_dims], dtype=np.int64))
+    return shard_groups(layer, degrees), float(layer.params) / shards
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ import numpy as np
 
 from ..errors import InvalidAssignmentError
 from ..machine.collectives import cost_table
-from .buckets import sync_buckets
+from .buckets import sync_buckets, sync_groups
 from .configs import tile_boxes
 
 __all__ = ["SimulationResult", "Task", "simulate_assignment"]
@@ -154,8 +154,7 @@ class _Layer:
     fwd: float
     bwd: float
     upd: float
-    grad_bytes: float         # bytes of the shard each replica all-reduces
-    groups: np.ndarray | None  # (shards, replicas) device groups
+    grad_bytes: float         # bytes of the shard each replica all-reduces (0: not synced)
     is_input: bool
     row: np.ndarray           # the layer's degrees, aligned with its dims
 
@@ -259,15 +258,10 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
         gi = tuple(x in inputs for x in lay.inputs)
         f, b, u = (float(x[0]) for x in cm.compute_phases(lay, row[None, :], graph_inputs=gi,
                                                            count_profile=False))
-        groups, gbytes = None, 0.0
-        if lay.params > 0:
-            split = tuple(d in lay.weight_split_dims for d in lay.dims)
-            from .model import replica_groups
-            groups = replica_groups(row, split)
-            shards = int(np.prod([k for k, s in zip(row, split) if s]) or 1)
-            gbytes = float(lay.params) * cm.bytes_per_element / shards
+        groups, shard = sync_groups(lay, row)      # the buckets' rule: replicated shards
+        gbytes = shard * cm.bytes_per_element if groups else 0.0
         layers[lay.name] = _Layer(lay.name, v, t, lo[0, :t], hi[0, :t], f, b, u, gbytes,
-                                  groups, lay.op == "input", row)
+                                  lay.op == "input", row)
 
     tasks: list[Task] = []
     comp_free = np.zeros(n)
@@ -370,7 +364,7 @@ def simulate_assignment(built, assignment, *, bucket_bytes: Any = _USE_MODEL,
             ready = np.maximum(ready, receive("recv_grad", lay.name, vol, bwd_done[w]))
         done = run("backward", lay.name, devs, ready, L.bwd, comp_free, "compute")
         bwd_done[lay.name] = done
-        if L.groups is not None and L.groups.shape[1] > 1 and L.grad_bytes > 0:
+        if L.grad_bytes > 0:
             if copies_in:
                 once = float(cm.bucket_copy_seconds(L.grad_bytes))
                 done = run("bucket_copy", lay.name, devs, done, copies_in * once, comp_free,

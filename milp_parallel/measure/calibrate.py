@@ -253,25 +253,20 @@ def _loop_times(dist, op, work, sync, repeats: int, warmup: int, half: float
     rounds of ``work(); op()`` back to back (no barrier between them: the ranks arrive as
     their compute lets them, as in a training step), minus as many rounds of ``work()``
     alone, per round; three such pairs of loops, each one value."""
-    for _ in range(warmup):
+    def both():
         work()
         op()
-    out = []
-    for _ in range(3):
+
+    def loop(step) -> float:
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(repeats):
-            work()
-            op()
-        with_op = time.perf_counter() - t0
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            work()
+            step()
         sync()
-        alone = time.perf_counter() - t0
-        out.append(max((with_op - alone) / repeats, 1e-7) / half)
-    return out
+        return time.perf_counter() - t0
+    for _ in range(warmup):
+        both()
+    return [max((loop(both) - loop(work)) / repeats, 1e-7) / half for _ in range(3)]
 
 
 def _overlap_times(torch, dist, dev: str, repeats: int) -> list:  # pragma: no cover

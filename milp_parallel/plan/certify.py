@@ -228,13 +228,14 @@ def lower_bound_problem(built, target: Problem | None = None, lam: float = 1.0,
     parts = _parts(built) if parts is None else parts
     lam = float(lam)
     costs = []
+    for v, tc in enumerate(target.node_costs):
+        c = lam * parts.compute[v] + (1.0 - lam) * parts.allreduce[v]
+        costs.append(np.where(np.isfinite(np.asarray(tc, float)), c, math.inf))
     # the program's fixed time per step runs on device 0's compute stream too: a constant,
     # carried by the first node
-    fixed = lam * float(getattr(built.cost_model, "step_overhead_seconds", 0.0))
-    for v, tc in enumerate(target.node_costs):
-        c = lam * parts.compute[v] + (1.0 - lam) * parts.allreduce[v] + (fixed if v == 0
-                                                                          else 0.0)
-        costs.append(np.where(np.isfinite(np.asarray(tc, float)), c, math.inf))
+    if costs:
+        costs[0] = costs[0] + lam * float(getattr(built.cost_model, "step_overhead_seconds",
+                                                  0.0))
     edges = [(1.0 - lam) * t for t in parts.transfer]
     return Problem(costs, target.edges, edges, memory=target.memory,
                    memory_limit=target.memory_limit, intervals=target.intervals,

@@ -28,9 +28,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..costs.buckets import SyncBucket, sync_buckets, sync_groups
+from ..costs.buckets import SyncBucket, shard_groups, sync_buckets, sync_groups
 from ..costs.configs import tile_boxes
-from ..costs.model import DDP_BUCKET_BYTES, STATS_BYTES_PER_ELEMENT, replica_groups
+from ..costs.model import DDP_BUCKET_BYTES, STATS_BYTES_PER_ELEMENT
 from ..errors import PlanMismatchError
 from ..machine.topology import DTYPE_BYTES
 from ..measure.operators import OPTIMIZER_STATE_FACTOR
@@ -147,11 +147,7 @@ def stats_groups(layer, degrees: np.ndarray) -> tuple[tuple[int, ...], ...]:
     """The groups of ranks that hold the same channel slice of a batch-norm ``layer`` (those
     with more than one rank): the ranks whose batch statistics are one batch's. Empty for
     another op."""
-    if layer.op != "batchnorm":
-        return ()
-    split = [d in layer.weight_split_dims for d in layer.dims]
-    return tuple(tuple(int(x) for x in g) for g in replica_groups(degrees, split)
-                 if len(g) > 1)
+    return shard_groups(layer, degrees) if layer.op == "batchnorm" else ()
 
 
 def plan_batchnorm_stats(plan) -> str:
